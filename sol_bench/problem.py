@@ -1,0 +1,147 @@
+"""Load problem directories (definition.json + workload.jsonl) and solution.json files."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from .errors import DefinitionError, SolutionError, WorkloadError
+from .models import Definition, Solution, Workload
+
+DEFINITION_FILE = "definition.json"
+WORKLOAD_FILE = "workload.jsonl"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A problem directory, loaded and checked."""
+
+    path: Path
+    definition: Definition
+    workloads: tuple[Workload, ...]
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+
+def _field(err: ValidationError) -> str:
+    e = err.errors()[0]
+    return ".".join(str(p) for p in e["loc"]) or "(root)"
+
+
+def _message(err: ValidationError) -> str:
+    e = err.errors()[0]
+    msg = e["msg"]
+    return msg.removeprefix("Value error, ")
+
+
+def _read_json(path: Path, exc: type) -> object:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise exc("file not found", file=str(path)) from None
+    except OSError as e:
+        raise exc(f"cannot read: {e.strerror}", file=str(path)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise exc(f"malformed JSON (line {e.lineno}, column {e.colno}): {e.msg}", file=str(path)) from None
+
+
+def load_definition(path: Path) -> Definition:
+    path = Path(path)
+    data = _read_json(path, DefinitionError)
+    try:
+        return Definition.model_validate(data)
+    except ValidationError as e:
+        raise DefinitionError(_message(e), file=str(path), field=_field(e)) from None
+
+
+def load_workloads(path: Path, definition: Definition) -> tuple[Workload, ...]:
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        raise WorkloadError("file not found", file=str(path)) from None
+    out: list[Workload] = []
+    seen: set[str] = set()
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{i}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise WorkloadError(f"malformed JSON: {e.msg}", file=where) from None
+        try:
+            w = Workload.model_validate(data)
+        except ValidationError as e:
+            raise WorkloadError(_message(e), file=where, field=_field(e)) from None
+        if w.uuid in seen:
+            raise WorkloadError(f"duplicate uuid {w.uuid!r}", file=where, field="uuid")
+        seen.add(w.uuid)
+        check_workload(definition, w, where)
+        out.append(w)
+    if not out:
+        raise WorkloadError("no workloads", file=str(path))
+    return tuple(out)
+
+
+def check_workload(definition: Definition, w: Workload, where: str) -> None:
+    """A workload must bind every var axis, name only known inputs, and satisfy the constraints."""
+    missing = set(definition.var_axes()) - set(w.axes)
+    if missing:
+        raise WorkloadError(f"var axes without a value: {sorted(missing)}", file=where, field="axes")
+    unknown = set(w.axes) - set(definition.axes)
+    if unknown:
+        raise WorkloadError(f"unknown axes {sorted(unknown)}", file=where, field="axes")
+    bad = set(w.inputs) - set(definition.inputs)
+    if bad:
+        raise WorkloadError(f"unknown inputs {sorted(bad)}", file=where, field="inputs")
+    for name, spec in definition.inputs.items():
+        src = w.inputs.get(name)
+        if spec.is_scalar and (src is None or src.type not in ("scalar", "custom")):
+            if definition.custom_inputs_entrypoint is None:
+                raise WorkloadError(
+                    f"scalar input {name!r} needs a value ({{'type': 'scalar', 'value': ...}})",
+                    file=where,
+                    field=f"inputs.{name}",
+                )
+    if any(s.type == "custom" for s in w.inputs.values()) and not definition.custom_inputs_entrypoint:
+        raise WorkloadError(
+            "custom inputs but the definition has no custom_inputs_entrypoint", file=where, field="inputs"
+        )
+    try:
+        definition.resolve_axes(w.axes)
+    except ValueError as e:
+        raise WorkloadError(str(e), file=where, field="axes") from None
+
+
+def load_problem(directory: Path) -> Problem:
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise DefinitionError("not a directory", file=str(directory))
+    definition = load_definition(directory / DEFINITION_FILE)
+    workloads = load_workloads(directory / WORKLOAD_FILE, definition)
+    return Problem(path=directory.resolve(), definition=definition, workloads=workloads)
+
+
+def find_problems(root: Path) -> list[Path]:
+    """Every problem directory at or below ``root`` (a dataset may nest them under category folders)."""
+    root = Path(root)
+    if (root / DEFINITION_FILE).is_file():
+        return [root]
+    return sorted(p.parent for p in root.rglob(DEFINITION_FILE))
+
+
+def load_solution(path: Path) -> Solution:
+    path = Path(path)
+    data = _read_json(path, SolutionError)
+    try:
+        return Solution.model_validate(data)
+    except ValidationError as e:
+        raise SolutionError(_message(e), file=str(path), field=_field(e)) from None
