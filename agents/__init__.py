@@ -1,0 +1,1 @@
+"""Candidate generators (LLM workers, offline generators) and planners."""

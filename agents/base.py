@@ -1,0 +1,95 @@
+"""The contracts between agents, the pipeline and the planner.
+
+An agent proposes a candidate ``Solution`` for a problem, given the feedback of earlier attempts.
+A planner turns per-problem statistics into an allocation of the next round's attempts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+from sol_bench.models import Solution
+from sol_bench.problem import Problem
+
+
+@dataclass(frozen=True)
+class WorkloadFeedback:
+    """What the judge said about one workload of an earlier attempt, trimmed for a prompt."""
+
+    workload_uuid: str
+    status: str
+    reason: str | None = None
+    log_excerpt: str = ""
+    latency_ms: float | None = None
+    t_b_ms: float | None = None
+    t_sol_ms: float | None = None
+    sol_score: float | None = None
+    max_abs_error: float | None = None
+
+
+@dataclass(frozen=True)
+class AttemptFeedback:
+    """One earlier attempt of this agent on this problem and its verdicts."""
+
+    candidate_id: str
+    solution: Solution
+    workloads: tuple[WorkloadFeedback, ...]
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.workloads) and all(w.status == "PASSED" for w in self.workloads)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A proposed solution with the cost of producing it."""
+
+    solution: Solution
+    agent: str
+    language: str
+    model: str | None = None
+    parent_id: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    notes: str = ""
+
+
+class BudgetExhausted(Exception):
+    """The agent may not spend more (tokens, money or time)."""
+
+
+class Agent(Protocol):
+    name: str
+
+    def propose(self, problem: Problem, history: Sequence[AttemptFeedback], device: str) -> Candidate | None:
+        """Return the next candidate, or None when this agent has nothing more to try."""
+        ...
+
+
+@dataclass(frozen=True)
+class ProblemStats:
+    """What the planner knows of one problem after a round."""
+
+    problem: str
+    attempts: int
+    best_sol_score: float | None
+    best_speedup_vs_baseline: float | None
+    recent_gain: float  # improvement of best SOL score over the last round(s)
+    failure_streak: int
+    cost_usd: float
+    gpu_minutes: float
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The planner's decision for the next round: attempts per problem, with a reason each."""
+
+    attempts: dict[str, int]
+    reasons: dict[str, str] = field(default_factory=dict)
+    stopped: tuple[str, ...] = ()
+
+
+class Planner(Protocol):
+    def allocate(self, stats: Sequence[ProblemStats], slots: int) -> Allocation: ...
