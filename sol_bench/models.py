@@ -371,6 +371,8 @@ class Evaluation(_Model):
     seed: int | None = Field(default=None, description="Input seed: replay with --seed.")
     device: str | None = Field(default=None, description="torch device string used.")
     phase_seconds: dict[str, float] = Field(default_factory=dict, description="Judge wall seconds per phase.")
+    t_sol_ms: float | None = Field(default=None, description="Speed-of-light time of this workload, if analysed.")
+    sol_hardware: str | None = Field(default=None, description="Hardware model T_SOL was computed for.")
 
     @model_validator(mode="after")
     def _passed_is_complete(self) -> "Evaluation":
