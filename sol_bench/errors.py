@@ -63,9 +63,13 @@ class ReferenceFailure(SolBenchError):
 
 
 class CandidateFailure(SolBenchError):
-    """The candidate lost a workload; ``status`` is the verdict."""
+    """The candidate lost a workload; ``status`` is the verdict; ``stats`` holds error statistics if any."""
 
     status: Status = Status.RUNTIME_ERROR
+
+    def __init__(self, message: str, stats: object | None = None):
+        super().__init__(message)
+        self.stats = stats
 
 
 class CompileFailure(CandidateFailure):

@@ -1,0 +1,143 @@
+"""Timing protocol shared by the judge's worker and the in-process baseline timer.
+
+Per iteration: ``before_each`` (untimed: fresh input content, output poisoning), an L2 flush on CUDA, then
+the call. On CUDA three events are recorded: ``start`` before the call, ``end`` right after it on the
+calling stream, and ``end_all`` after a device-wide synchronize. The reported latency is start→end; the
+gap end→end_all exposes work that was pushed onto another stream and finished after the timed stream
+(``stream_leak_ms``). On the CPU the clock is ``time.perf_counter``.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    median_ms: float
+    iqr_ms: float
+    samples_ms: tuple[float, ...]
+    sm_clock_mhz: float | None
+    method: str
+    stream_leak_ms: float = 0.0  # median gap between the timed stream's end and the device going idle
+    extra: dict = field(default_factory=dict)
+
+
+def quantile(xs: list[float] | tuple[float, ...], q: float) -> float:
+    s = sorted(xs)
+    if not s:
+        raise ValueError("no samples")
+    pos = (len(s) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def summarize(samples: list[float], method: str, sm_clock_mhz: float | None = None, leak: float = 0.0) -> TimingStats:
+    return TimingStats(
+        median_ms=statistics.median(samples),
+        iqr_ms=quantile(samples, 0.75) - quantile(samples, 0.25),
+        samples_ms=tuple(samples),
+        sm_clock_mhz=sm_clock_mhz,
+        method=method,
+        stream_leak_ms=leak,
+    )
+
+
+class L2Flusher:
+    """Evicts the L2 cache by writing a buffer twice its size."""
+
+    def __init__(self, device: torch.device):
+        props = torch.cuda.get_device_properties(device)
+        size = max(int(getattr(props, "L2_cache_size", 0)) * 2, 64 << 20)
+        self._buf = torch.empty(size // 4, dtype=torch.int32, device=device)
+        self._n = 0
+
+    def flush(self) -> None:
+        self._n += 1
+        self._buf.fill_(self._n)
+
+
+def sm_clock_mhz(device: torch.device) -> float | None:
+    """Current SM clock of a CUDA device through NVML, or None where NVML is missing."""
+    if device.type != "cuda":
+        return None
+    try:
+        import pynvml  # nvidia-ml-py
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        ids = [v.strip() for v in visible.split(",") if v.strip()]
+        if ids and all(i.isdigit() for i in ids) and index < len(ids):
+            index = int(ids[index])
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        return float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+    except pynvml.NVMLError:
+        return None
+
+
+def time_one_cuda(fn: Callable[[], object], device: torch.device) -> tuple[float, float]:
+    """One timed call on CUDA: (start→end on the calling stream, start→device idle) in ms."""
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    end_all = torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize(device)
+    end_all.record()
+    end_all.synchronize()
+    return start.elapsed_time(end), start.elapsed_time(end_all)
+
+
+def time_callable(
+    fn: Callable[[], object],
+    device: torch.device | str,
+    warmup: int = 10,
+    iterations: int = 50,
+    flush_l2: bool = True,
+    before_each: Callable[[], object] | None = None,
+) -> TimingStats:
+    """Time ``fn()`` with the judge's protocol (for trusted code, e.g. the reference baseline)."""
+    device = torch.device(device)
+    if iterations < 1:
+        raise ValueError("iterations must be >= 1")
+    if device.type == "cuda":
+        flusher = L2Flusher(device) if flush_l2 else None
+        for _ in range(warmup):
+            if before_each:
+                before_each()
+            fn()
+        torch.cuda.synchronize(device)
+        samples, leaks = [], []
+        for _ in range(iterations):
+            if before_each:
+                before_each()
+            if flusher:
+                flusher.flush()
+            torch.cuda.synchronize(device)
+            t, t_all = time_one_cuda(fn, device)
+            samples.append(t)
+            leaks.append(max(0.0, t_all - t))
+        return summarize(samples, "cuda_events", sm_clock_mhz(device), statistics.median(leaks))
+    for _ in range(warmup):
+        if before_each:
+            before_each()
+        fn()
+    samples = []
+    for _ in range(iterations):
+        if before_each:
+            before_each()
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return summarize(samples, "cpu_perf_counter")
