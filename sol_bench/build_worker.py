@@ -1,0 +1,84 @@
+"""Entry of the build subprocess: sandbox first, then compile. Not for direct use."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from . import sandbox
+
+
+def _parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m sol_bench.build_worker")
+    p.add_argument("--staging", required=True, type=Path)
+    p.add_argument("--name", required=True)
+    p.add_argument("--mode", choices=("load", "compile_only"), required=True)
+    p.add_argument("--arch", required=True)
+    p.add_argument("--with-cuda", choices=("0", "1"), required=True)
+    p.add_argument("--source", action="append", default=[])
+    p.add_argument("--cflag", action="append", default=[])
+    p.add_argument("--cuda-cflag", action="append", default=[])
+    p.add_argument("--ldflag", action="append", default=[])
+    return p.parse_args()
+
+
+def _gencode(arch: str) -> str:
+    num = arch.removeprefix("sm_")
+    return f"-gencode=arch=compute_{num},code=sm_{num}"
+
+
+def compile_only(args: argparse.Namespace, src: Path, build: Path) -> None:
+    from torch.utils import cpp_extension
+
+    import sysconfig
+
+    includes = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]
+    inc = [f"-I{i}" for i in includes]
+    defs = [f"-DTORCH_EXTENSION_NAME={args.name}", "-DTORCH_API_INCLUDE_EXTENSION_H", "-D_GLIBCXX_USE_CXX11_ABI=1"]
+    for s in args.source:
+        out = build / (Path(s).name + ".o")
+        if s.endswith(".cu"):
+            cmd = ["nvcc", "-c", str(src / s), "-o", str(out), "-std=c++17", _gencode(args.arch), "-O3",
+                   "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC", *defs, *inc, *args.cuda_cflag]  # fmt: skip
+        else:
+            cmd = ["c++", "-c", str(src / s), "-o", str(out), "-std=c++17", "-O3", "-fPIC", *defs, *inc, *args.cflag]
+        print("+", " ".join(cmd[:4]), "...", flush=True)
+        r = subprocess.run(cmd, stdout=sys.stdout, stderr=subprocess.STDOUT)
+        if r.returncode != 0:
+            sys.exit(1)
+
+
+def main() -> None:
+    args = _parse()
+    root = args.staging.resolve()
+    src, build, run = root / "src", root / "build", root / "run"
+    tmp = run / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(tmp)
+    print("sandbox:", sandbox.apply(sandbox.SandboxPolicy(writable=(build, run))), flush=True)
+    if args.mode == "compile_only":
+        compile_only(args, src, build)
+        (build / "artifact.txt").write_text("")
+        return
+    num = args.arch.removeprefix("sm_")
+    os.environ["TORCH_CUDA_ARCH_LIST"] = f"{num[:-2] if num.endswith('a') else num[:-1]}.{num[-2:] if num.endswith('a') else num[-1]}"
+    from torch.utils import cpp_extension
+
+    module = cpp_extension.load(
+        name=args.name,
+        sources=[str(src / s) for s in args.source],
+        extra_cflags=["-O3", *args.cflag],
+        extra_cuda_cflags=["-O3", _gencode(args.arch), *args.cuda_cflag] if args.with_cuda == "1" else None,
+        extra_ldflags=args.ldflag,
+        build_directory=str(build),
+        with_cuda=args.with_cuda == "1",
+        verbose=True,
+    )
+    (build / "artifact.txt").write_text(str(module.__file__))
+
+
+if __name__ == "__main__":
+    main()

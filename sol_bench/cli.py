@@ -1,0 +1,132 @@
+"""The judge's command line, usable with nothing but torch and pydantic (``python -m sol_bench``).
+
+``solforge eval`` and ``solforge problems validate`` are thin shells over ``run_eval`` and
+``run_validate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO
+
+from .errors import InputError, SolBenchError
+from .judge import JudgeConfig, evaluate
+from .models import Status, Trace
+from .problem import find_problems, load_problem, load_solution
+
+
+def _write_atomic(path: Path, lines: list[str]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        f.writelines(lines)
+    os.replace(tmp, path)
+
+
+def _row(t: Trace) -> str:
+    e = t.evaluation
+    perf = e.performance
+    lat = f"{perf.latency_ms:10.4f}" if perf else " " * 10
+    ref = f"{perf.reference_latency_ms:10.4f}" if perf else " " * 10
+    spd = f"{perf.speedup_factor:7.2f}x" if perf else " " * 8
+    sol = f"{e.t_sol_ms:10.5f}" if e.t_sol_ms else " " * 10
+    return f"{t.workload.uuid[:24]:24} {e.status.value:20} {lat} {ref} {spd} {sol}  {e.reason or ''}"
+
+
+def run_eval(
+    problem_dir: Path,
+    solution_path: Path,
+    device: str = "cpu",
+    as_json: bool = False,
+    output: Path | None = None,
+    timeout_s: float = 300.0,
+    compile_timeout_s: float = 600.0,
+    seed: int | None = None,
+    iterations: int = 50,
+    warmup: int = 10,
+    staging_root: Path = Path("kernels_tmp"),
+    data_root: Path | None = None,
+    out: IO[str] = sys.stdout,
+) -> int:
+    """Judge one solution on every workload. Exit code: 0 all PASSED, 1 otherwise (InputError: caller -> 2)."""
+    problem = load_problem(problem_dir)
+    solution = load_solution(solution_path)
+    config = JudgeConfig(
+        device=device, timeout_s=timeout_s, compile_timeout_s=compile_timeout_s, seed=seed,
+        iterations=iterations, warmup=warmup, staging_root=staging_root, data_root=data_root,
+    )  # fmt: skip
+    if not as_json:
+        print(f"{'workload':24} {'status':20} {'ms':>10} {'ref ms':>10} {'speedup':>8} {'T_SOL ms':>10}", file=out)
+
+    def show(t: Trace) -> None:
+        if as_json:
+            out.write(t.model_dump_json() + "\n")
+        else:
+            out.write(_row(t) + "\n")
+        out.flush()
+
+    traces = evaluate(problem, solution, config, on_trace=show)
+    if output is not None:
+        _write_atomic(output, [t.model_dump_json() + "\n" for t in traces])
+    return 0 if traces and all(t.evaluation.status is Status.PASSED for t in traces) else 1
+
+
+def run_validate(dirs: list[Path], as_json: bool = False, out: IO[str] = sys.stdout) -> int:
+    """Check problem directories. Exit code 0 when all are valid, 1 otherwise."""
+    paths: list[Path] = []
+    for d in dirs:
+        found = find_problems(Path(d))
+        paths.extend(found or [Path(d)])
+    ok = True
+    for p in paths:
+        try:
+            problem = load_problem(p)
+            rec = {"path": str(p), "problem": problem.name, "valid": True, "error": None,
+                   "workloads": len(problem.workloads)}  # fmt: skip
+        except SolBenchError as e:
+            ok = False
+            rec = {"path": str(p), "problem": None, "valid": False, "error": str(e), "workloads": 0}
+        if as_json:
+            out.write(json.dumps(rec) + "\n")
+        else:
+            mark = "ok " if rec["valid"] else "BAD"
+            out.write(f"{mark} {rec['path']}  {rec['problem'] or ''} {rec['error'] or ''}\n")
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m sol_bench", description="The solforge judge.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("eval", help="judge a solution on every workload of a problem")
+    e.add_argument("problem_dir", type=Path)
+    e.add_argument("--solution", type=Path, required=True)
+    e.add_argument("--device", default="cpu")
+    e.add_argument("--json", action="store_true")
+    e.add_argument("-o", "--output", type=Path)
+    e.add_argument("--timeout", type=float, default=300.0)
+    e.add_argument("--compile-timeout", type=float, default=600.0)
+    e.add_argument("--seed", type=int)
+    e.add_argument("--iterations", type=int, default=50)
+    e.add_argument("--warmup", type=int, default=10)
+    e.add_argument("--staging-root", type=Path, default=Path("kernels_tmp"))
+    e.add_argument("--data-root", type=Path)
+    v = sub.add_parser("validate", help="check problem directories")
+    v.add_argument("dirs", type=Path, nargs="+")
+    v.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        if args.cmd == "eval":
+            return run_eval(
+                args.problem_dir, args.solution, args.device, args.json, args.output, args.timeout,
+                args.compile_timeout, args.seed, args.iterations, args.warmup, args.staging_root, args.data_root,
+            )  # fmt: skip
+        return run_validate(args.dirs, args.json)
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2

@@ -1,0 +1,214 @@
+"""Entry of the candidate process: the only process where candidate code runs.
+
+Order matters: confine the process (Landlock) while it is still single-threaded, import torch, capture
+the timing primitives, and only then import the candidate. The judge talks to this process over one
+socket; it never sends reference outputs, and it checks every answer itself (outputs in its own memory,
+times against its own clock), so a forged reply can make a candidate fail but not pass.
+
+Messages (judge -> worker -> judge):
+    (replies are JSON arrays; requests are pickled, since the judge's data is trusted here)
+    ("load",)                          -> ("ok", info) | ("fail", kind, text)
+    ("register", j, inputs, outputs)   -> ("ok",)         tensors shared with the judge's memory
+    ("call", j)                        -> ("ok",) | ("fail", kind, text)
+    ("time", j)                        -> ("timed", ms, ms_until_idle, flags) | ("fail", kind, text)
+    ("ping",)                          -> ("pong",)
+    ("exit",)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from . import sandbox
+
+
+def _parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m sol_bench.worker")
+    p.add_argument("--fd", type=int, required=True)
+    p.add_argument("--staging", type=Path, required=True)
+    p.add_argument("--device", required=True)
+    p.add_argument("--entry-file", required=True)
+    p.add_argument("--function", required=True)
+    p.add_argument("--dps", choices=("0", "1"), required=True)
+    p.add_argument("--module-path", default="")
+    return p.parse_args()
+
+
+class _Persisting:
+    """Reset and read the persisting-L2 set-aside (a way to pin data in L2 across timed calls)."""
+
+    def __init__(self) -> None:
+        try:
+            from cuda.bindings import runtime as rt
+        except ImportError:
+            rt = None
+        self.rt = rt
+
+    def reset(self) -> None:
+        if self.rt is not None:
+            self.rt.cudaCtxResetPersistingL2Cache()
+
+    def pinned_bytes(self) -> int:
+        if self.rt is None:
+            return 0
+        err, value = self.rt.cudaDeviceGetLimit(self.rt.cudaLimit.cudaLimitPersistingL2CacheSize)
+        return int(value) if int(err) == 0 else 0
+
+
+def _load_entry(args: argparse.Namespace):
+    import importlib.machinery
+    import importlib.util
+
+    src = args.staging / "src"
+    if args.module_path:
+        loader = importlib.machinery.ExtensionFileLoader(Path(args.module_path).stem.split(".")[0], args.module_path)
+        spec = importlib.util.spec_from_loader(loader.name, loader)
+    else:
+        sys.path.append(str(src))  # last: candidate files never shadow installed packages
+        entry = src / args.entry_file
+        name = "solution_" + Path(args.entry_file).with_suffix("").as_posix().replace("/", "_").replace(".", "_")
+        spec = importlib.util.spec_from_file_location(name, entry)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    fn = getattr(module, args.function, None)
+    if not callable(fn):
+        raise AttributeError(f"entry point function {args.function!r} not found in {args.entry_file}")
+    return fn
+
+
+def _kind(e: BaseException) -> str:
+    name = type(e).__name__
+    if isinstance(e, SyntaxError) or "CompilationError" in name or "CompileError" in name:
+        return "compile"
+    return "runtime"
+
+
+def _tail(e: BaseException) -> str:
+    return "".join(traceback.format_exception(e))[-4000:]
+
+
+def main() -> None:
+    args = _parse()
+    staging = args.staging.resolve()
+    run = staging / "run"
+    desc = sandbox.apply(sandbox.SandboxPolicy(writable=(run, staging / "build", Path("/dev/shm"))))
+
+    import time
+
+    import torch
+    import torch.multiprocessing as tmp
+
+    from .timing import L2Flusher, time_one_cuda
+
+    tmp.set_sharing_strategy("file_system")
+    from multiprocessing.connection import Connection
+
+    conn = Connection(args.fd)
+
+    def reply(*parts) -> None:
+        # JSON, never pickle: the judge must not unpickle anything this process produces.
+        conn.send_bytes(json.dumps(parts).encode())
+    device = torch.device(args.device)
+    on_cuda = device.type == "cuda"
+    if on_cuda:
+        torch.cuda.set_device(device)
+    flusher = L2Flusher(device) if on_cuda else None
+    persisting = _Persisting() if on_cuda else None
+    exact_tensor = torch.Tensor
+    perf = time.perf_counter
+    dps = args.dps == "1"
+    sets: dict[int, tuple[list, list]] = {}
+    fn = None
+
+    def invoke(j: int):
+        inputs, outputs = sets[j]
+        if dps:
+            fn(*inputs, *outputs)
+            return None
+        return fn(*inputs)
+
+    def deliver(j: int, result) -> str | None:
+        """Non-DPS: copy returned tensors into the judge's buffers. Returns a failure kind or None."""
+        if dps:
+            return None
+        outputs = sets[j][1]
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        if len(results) != len(outputs):
+            raise _Fail("shape", f"returned {len(results)} outputs, expected {len(outputs)}")
+        for i, (r, o) in enumerate(zip(results, outputs)):
+            if type(r) is not exact_tensor:
+                raise _Fail("hack", f"output {i} is a {type(r).__module__}.{type(r).__name__}, not a plain torch.Tensor")
+            if tuple(r.shape) != tuple(o.shape):
+                raise _Fail("shape", f"output {i}: shape {tuple(r.shape)}, expected {tuple(o.shape)}")
+            if r.dtype != o.dtype:
+                raise _Fail("dtype", f"output {i}: dtype {r.dtype}, expected {o.dtype}")
+            o.copy_(r)
+        return None
+
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        op = msg[0]
+        try:
+            if op == "ping":
+                reply("pong")
+            elif op == "load":
+                fn = _load_entry(args)
+                reply("ok", {"sandbox": desc, "pid": os.getpid()})
+            elif op == "register":
+                _, j, inputs, outputs = msg
+                sets[j] = (list(inputs), list(outputs))
+                reply("ok")
+            elif op == "call":
+                res = invoke(msg[1])
+                if on_cuda:
+                    torch.cuda.synchronize(device)
+                deliver(msg[1], res)
+                if on_cuda:
+                    torch.cuda.synchronize(device)
+                reply("ok")
+            elif op == "time":
+                j = msg[1]
+                flags = []
+                if on_cuda:
+                    persisting.reset()
+                    flusher.flush()
+                    torch.cuda.synchronize(device)
+                    box = []
+                    t, t_all = time_one_cuda(lambda: box.append(invoke(j)), device)
+                    if persisting.pinned_bytes() > 0:
+                        flags.append("persisting-l2")
+                    deliver(j, box[0])
+                    torch.cuda.synchronize(device)
+                else:
+                    t0 = perf()
+                    res = invoke(j)
+                    t = t_all = (perf() - t0) * 1e3
+                    deliver(j, res)
+                reply("timed", t, t_all, flags)
+            elif op == "exit":
+                return
+            else:
+                reply("fail", "runtime", f"unknown message {op!r}")
+        except _Fail as f:
+            reply("fail", f.kind, str(f))
+        except Exception as e:  # candidate code raised: report it, the judge decides
+            reply("fail", _kind(e), _tail(e))
+
+
+class _Fail(Exception):
+    def __init__(self, kind: str, text: str):
+        super().__init__(text)
+        self.kind = kind
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""``solforge eval``: judge one candidate on every workload of a problem."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .options import device_option, json_option
+
+
+@click.command("eval")
+@click.argument("problem_dir", type=click.Path(path_type=Path))
+@click.option("--solution", "solution_path", required=True, type=click.Path(path_type=Path), help="solution.json")
+@device_option
+@json_option
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Also write the traces (JSONL) here.")
+@click.option("--timeout", default=300.0, show_default=True, help="Seconds per workload.")
+@click.option("--compile-timeout", default=600.0, show_default=True, help="Seconds for the build.")
+@click.option("--seed", type=int, help="Input seed (default: fresh; every trace records it).")
+@click.option("--iterations", default=50, show_default=True, help="Timed iterations per workload.")
+@click.option("--warmup", default=10, show_default=True, help="Warm-up calls per workload.")
+@click.option("--data-root", type=click.Path(path_type=Path), help="Where safetensors inputs live.")
+def eval_command(problem_dir, solution_path, device, as_json, output, timeout, compile_timeout, seed,
+                 iterations, warmup, data_root) -> None:  # fmt: skip
+    """Judge SOLUTION_JSON on every workload of PROBLEM_DIR: one trace per workload.
+
+    Exit 0 when every workload PASSED, 1 otherwise, 2 on bad input.
+
+    \b
+    Example:
+      solforge eval data/problems/rmsnorm_llama3_8b --solution sol.json --device cuda --json
+    """
+    from sol_bench.cli import run_eval
+
+    code = run_eval(problem_dir, solution_path, device, as_json, output, timeout, compile_timeout, seed,
+                    iterations, warmup, data_root=data_root)  # fmt: skip
+    sys.exit(code)
+
+
+def register(root: click.Group) -> None:
+    root.add_command(eval_command)
