@@ -1,0 +1,109 @@
+"""Shared pieces of the op builders: tensor specs, leading axes, tolerances, workloads, reference text."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from string import Template
+from typing import Any, Iterable
+
+from ..draft import ProblemDraft, workload_uuid
+
+SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8"}
+
+# Sizes the var axes take. Decode-sized first (the CPU check runs the smallest), then prefill, with odd sizes.
+TOKENS = (1, 7, 64, 333, 512, 2048, 4097, 16384)
+PREFILL = (7, 333, 512, 2048, 4097, 8192, 16384)
+BATCH_VISION = (1, 2, 7, 16, 64)
+BATCH_GENERATIVE = (1, 2, 3, 8, 16)
+DECODE_CACHE = ((1, 512), (7, 4097), (16, 2048), (32, 8192), (64, 1024), (1, 16384))
+
+# (max_atol, max_rtol) per dtype and kind of computation. Element-wise work rounds once; a GEMM adds
+# accumulation-order differences; a block chains several roundings of intermediates.
+_TOL = {
+    "bfloat16": {"elementwise": (1e-2, 1e-2), "gemm": (2e-2, 2e-2), "block": (3e-2, 3e-2)},
+    "float16": {"elementwise": (2e-3, 2e-3), "gemm": (5e-3, 5e-3), "block": (1e-2, 1e-2)},
+    "float32": {"elementwise": (1e-5, 1e-4), "gemm": (1e-4, 1e-4), "block": (2e-4, 2e-4)},
+}
+
+
+def tolerance(dtype: str, kind: str) -> dict[str, float]:
+    atol, rtol = _TOL[dtype][kind]
+    return {"max_atol": atol, "max_rtol": rtol}
+
+
+def tensor(shape: Iterable[str | int] | None, dtype: str) -> dict[str, Any]:
+    return {"shape": None if shape is None else [str(s) for s in shape], "dtype": dtype}
+
+
+def const(value: int) -> dict[str, Any]:
+    return {"type": "const", "value": int(value)}
+
+
+VAR = {"type": "var"}
+
+
+def expr(expression: str) -> dict[str, Any]:
+    return {"type": "expr", "expression": expression}
+
+
+@dataclass(frozen=True)
+class Rows:
+    """The leading axes of a row-wise op: tokens ``[T]`` or batch x fixed sequence ``[B, N]``."""
+
+    axes: tuple[tuple[str, dict[str, Any]], ...]
+    sizes: tuple[dict[str, int], ...]
+    tag: str
+
+    @property
+    def names(self) -> list[str]:
+        return [a for a, _ in self.axes]
+
+    @property
+    def axis_defs(self) -> dict[str, dict[str, Any]]:
+        return dict(self.axes)
+
+
+def token_rows(sizes: tuple[int, ...] = TOKENS) -> Rows:
+    return Rows(axes=(("T", VAR),), sizes=tuple({"T": t} for t in sizes), tag="")
+
+
+def batch_rows(seq: int, sizes: tuple[int, ...] = BATCH_VISION) -> Rows:
+    return Rows(axes=(("B", VAR), ("N", const(seq))), sizes=tuple({"B": b} for b in sizes), tag=f"_tok{seq}")
+
+
+def source(template: str, raw: dict[str, str] | None = None, **consts: Any) -> str:
+    """Reference source from a template: ``$NAME`` takes ``repr`` of a constant, or a ``raw`` code fragment."""
+    values = {k: repr(v) for k, v in consts.items()} | dict(raw or {})
+    return Template(textwrap.dedent(template).lstrip("\n")).substitute(values)
+
+
+def eps_tag(eps: float) -> str:
+    exponent = f"{eps:.0e}".split("e")[1]
+    return f"eps{int(exponent[1:])}" if f"{eps:.0e}" == f"1e{exponent}" and eps < 1 else f"eps{eps!r}"
+
+
+def workloads(
+    name: str,
+    sizes: Iterable[dict[str, int]],
+    inputs: dict[str, dict[str, Any]],
+    tol: dict[str, float],
+) -> tuple[dict[str, Any], ...]:
+    return tuple(
+        {"uuid": workload_uuid(name, s), "axes": dict(s), "inputs": inputs, "tolerance": tol} for s in sizes
+    )
+
+
+def random_inputs(names: Iterable[str], scalars: dict[str, float] | None = None) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {n: {"type": "random"} for n in names}
+    for k, v in (scalars or {}).items():
+        out[k] = {"type": "scalar", "value": v}
+    return out
+
+
+def custom_inputs(names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    return {n: {"type": "custom"} for n in names}
+
+
+def draft(**kw: Any) -> ProblemDraft:
+    return ProblemDraft(**kw)

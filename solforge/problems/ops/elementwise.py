@@ -1,0 +1,171 @@
+"""Element-wise and row-wise problems: gated activations (forward, backward), GELU, softmax, rotary embedding."""
+
+from __future__ import annotations
+
+from .common import (
+    SHORT, Rows, const, custom_inputs, draft, random_inputs, source, tensor, tolerance, workloads,
+)  # fmt: skip
+
+# One GELU definition per variant, shared by every template that applies an activation to a float32 tensor.
+GELU = {
+    "exact": "def act(v):\n    return 0.5 * v * (1.0 + torch.erf(v * 0.7071067811865476))\n",
+    "tanh": "def act(v):\n    inner = 0.7978845608028654 * (v + 0.044715 * v * v * v)\n    return 0.5 * v * (1.0 + torch.tanh(inner))\n",
+    "quick": "def act(v):\n    return v * torch.sigmoid(1.702 * v)\n",
+    "silu": "def act(v):\n    return v * torch.sigmoid(v)\n",
+}
+
+_GATED_FWD = '''
+import torch
+
+$ACT
+def run(gate, up):
+    # Activation in float32, one rounding to the model dtype at the end.
+    return (act(gate.float()) * up.float()).to(gate.dtype)
+'''
+
+_SWIGLU_BWD = '''
+import torch
+
+def run(gate, up, grad_out):
+    g = gate.float()
+    s = torch.sigmoid(g)
+    silu = g * s
+    dsilu = s * (1.0 + g * (1.0 - s))
+    go = grad_out.float()
+    grad_gate = go * up.float() * dsilu
+    grad_up = go * silu
+    return grad_gate.to(gate.dtype), grad_up.to(up.dtype)
+'''
+
+_ACT = '''
+import torch
+
+$ACT
+def run(x):
+    return act(x.float()).to(x.dtype)
+'''
+
+_SOFTMAX = '''
+import torch
+
+def run(logits):
+    x = logits.float()
+    shifted = x - x.amax(dim=-1, keepdim=True)
+    e = torch.exp(shifted)
+    return (e / e.sum(dim=-1, keepdim=True)).to(logits.dtype)
+'''
+
+_ROPE = '''
+import torch
+
+THETA = $THETA
+MAX_POSITION = $MAX_POSITION
+
+def rotate(x, cos, sin):
+    # Rotate-half layout: the first half of each head pairs with the second half.
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    rotated = torch.cat((-x2, x1), dim=-1)
+    return x * cos + rotated * sin
+
+def run(q, k, positions):
+    d = q.shape[-1]
+    inv_freq = 1.0 / (THETA ** (torch.arange(0, d, 2, dtype=torch.float32, device=q.device) / d))
+    angles = positions.float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((angles, angles), dim=-1)
+    cos = emb.cos()[:, None, :]
+    sin = emb.sin()[:, None, :]
+    return rotate(q.float(), cos, sin).to(q.dtype), rotate(k.float(), cos, sin).to(k.dtype)
+
+def make_inputs(axes, device):
+    t = axes["T"]
+    # A contiguous run of positions starting anywhere in the context window (prefill or decode step).
+    start = torch.randint(0, max(MAX_POSITION - t, 0) + 1, (1,), device=device, dtype=torch.int64)
+    return {
+        "q": torch.randn(t, axes["HQ"], axes["D"], device=device).to($DTYPE),
+        "k": torch.randn(t, axes["HKV"], axes["D"], device=device).to($DTYPE),
+        "positions": start + torch.arange(t, device=device, dtype=torch.int64),
+    }
+'''
+
+
+def gated_fwd(*, intermediate: int, act: str, dtype: str, rows: Rows):
+    label = {"silu": "swiglu", "tanh": "geglu_tanh", "exact": "geglu"}[act]
+    name = f"{label}_fwd_i{intermediate}{rows.tag}_{SHORT[dtype]}"
+    shape = [*rows.names, "I"]
+    return draft(
+        name=name, level="L1", category="L1", op_type=label,
+        summary=f"Gated activation {label}: act(gate) * up over an intermediate size of {intermediate}, {dtype}.",
+        axes={**rows.axis_defs, "I": const(intermediate)},
+        inputs={"gate": tensor(shape, dtype), "up": tensor(shape, dtype)},
+        outputs={"y": tensor(shape, dtype)},
+        reference=source(_GATED_FWD, raw={"ACT": GELU[act]}),
+        workloads=workloads(name, rows.sizes, random_inputs(["gate", "up"]), tolerance(dtype, "elementwise")),
+        tags=("activation", "forward"),
+    )  # fmt: skip
+
+
+def swiglu_bwd(*, intermediate: int, dtype: str, rows: Rows):
+    name = f"swiglu_bwd_i{intermediate}{rows.tag}_{SHORT[dtype]}"
+    shape = [*rows.names, "I"]
+    return draft(
+        name=name, level="L1", category="L1", op_type="swiglu_backward",
+        summary=f"SwiGLU backward: gradients of gate and up for silu(gate) * up, intermediate size {intermediate}, "
+        f"{dtype}.",
+        axes={**rows.axis_defs, "I": const(intermediate)},
+        inputs={"gate": tensor(shape, dtype), "up": tensor(shape, dtype), "grad_out": tensor(shape, dtype)},
+        outputs={"grad_gate": tensor(shape, dtype), "grad_up": tensor(shape, dtype)},
+        reference=_SWIGLU_BWD.lstrip("\n"),
+        workloads=workloads(name, rows.sizes, random_inputs(["gate", "up", "grad_out"]),
+                            tolerance(dtype, "elementwise")),
+        tags=("activation", "backward"),
+    )  # fmt: skip
+
+
+def activation(*, features: int, act: str, dtype: str, rows: Rows):
+    name = f"gelu_{act}_f{features}{rows.tag}_{SHORT[dtype]}"
+    shape = [*rows.names, "F"]
+    return draft(
+        name=name, level="L1", category="L1", op_type="gelu",
+        summary=f"GELU ({act} form) over {features} features, {dtype}.",
+        axes={**rows.axis_defs, "F": const(features)},
+        inputs={"x": tensor(shape, dtype)},
+        outputs={"y": tensor(shape, dtype)},
+        reference=source(_ACT, raw={"ACT": GELU[act]}),
+        workloads=workloads(name, rows.sizes, random_inputs(["x"]), tolerance(dtype, "elementwise")),
+        tags=("activation", "forward"),
+    )  # fmt: skip
+
+
+def softmax(*, features: int, dtype: str, rows: Rows, what: str = "vocabulary"):
+    name = f"softmax_v{features}{rows.tag}_{SHORT[dtype]}"
+    shape = [*rows.names, "V"]
+    tol = {"max_atol": 1e-7, "max_rtol": 1e-3} if dtype == "float32" else tolerance(dtype, "elementwise")
+    return draft(
+        name=name, level="L1", category="L1", op_type="softmax",
+        summary=f"Softmax over a {what} of {features} entries, {dtype}.",
+        axes={**rows.axis_defs, "V": const(features)},
+        inputs={"logits": tensor(shape, dtype)},
+        outputs={"probs": tensor(shape, dtype)},
+        reference=_SOFTMAX.lstrip("\n"),
+        workloads=workloads(name, rows.sizes, random_inputs(["logits"]), tol),
+        tags=("softmax", "forward"),
+    )  # fmt: skip
+
+
+def rope(*, q_heads: int, kv_heads: int, head_dim: int, theta: float, max_position: int, dtype: str, rows: Rows):
+    name = f"rope_q{q_heads}_kv{kv_heads}_d{head_dim}_theta{int(theta)}_{SHORT[dtype]}"
+    return draft(
+        name=name, level="L1", category="L1", op_type="rope",
+        summary=f"Rotary position embedding (rotate-half layout, theta {theta:g}) applied to {q_heads} query and "
+        f"{kv_heads} key heads of size {head_dim}, {dtype}. Positions are a contiguous run inside a "
+        f"{max_position}-token window.",
+        axes={**rows.axis_defs, "HQ": const(q_heads), "HKV": const(kv_heads), "D": const(head_dim)},
+        inputs={"q": tensor(["T", "HQ", "D"], dtype), "k": tensor(["T", "HKV", "D"], dtype),
+                "positions": tensor(["T"], "int64")},
+        outputs={"q_out": tensor(["T", "HQ", "D"], dtype), "k_out": tensor(["T", "HKV", "D"], dtype)},
+        reference=source(_ROPE, raw={"DTYPE": f"torch.{dtype}"}, THETA=float(theta), MAX_POSITION=max_position),
+        custom_inputs_entrypoint="make_inputs",
+        workloads=workloads(name, rows.sizes, custom_inputs(["q", "k", "positions"]), tolerance(dtype, "elementwise")),
+        tags=("rope", "forward"),
+    )  # fmt: skip
