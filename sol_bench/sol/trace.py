@@ -168,6 +168,12 @@ def _scatter_values(func, bound: dict[str, Any], dest: torch.Tensor) -> int:
 
 
 class _Recorder(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Nothing is compiled under this mode; not wrapping it in dynamo.disable spares a multi-second
+        # import of torch._dynamo on the first trace of a process.
+        return False
+
     def __init__(self, counter: GraphCounter):
         super().__init__()
         self.counter = counter
