@@ -19,7 +19,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import dtypes
-from ..errors import SolBenchError
+from ..errors import InputError, SolBenchError
 from ..inputs import InputContext, make_inputs, random_tensor
 from ..models import Definition, Workload
 from ..problem import Problem
@@ -206,7 +206,7 @@ def analyze_workload(
             with on_device(real_device):
                 inputs = make_inputs(definition, workload, real_device, seed, reference=reference, ctx=ctx)
             counter, nbytes = _trace(definition, workload, reference, inputs, real_device)
-        except SolBenchError:
+        except InputError:
             raise
         except Exception as real_error:  # noqa: BLE001 - reported with both causes
             raise SolAnalysisError(
