@@ -1,0 +1,142 @@
+"""The per-problem optimization loop: generate -> compile -> verify -> score -> store, each attempt's
+feedback going to the agent's next ``propose``. The campaign submits these chains for many problems at
+once; ``optimize`` runs one problem on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+from prefect.futures import PrefectFuture
+
+from agents.base import AttemptFeedback
+from sol_bench.models import Solution
+from sol_bench.problem import Problem, load_problem
+from solforge.agent_spec import AgentSpec
+from solforge.judge_client import JudgeOptions
+from solforge.store import ResultStore
+from solforge.store.query import connect
+from solforge.store.rows import candidate_id, feedback
+from tasks.compile import compile_candidate
+from tasks.generate import generate
+from tasks.score import score
+from tasks.store import solution_path, store_candidate, store_traces
+from tasks.verify import verify
+
+from .runtime import data_dir as resolve_data_dir
+from .runtime import dask_runtime, gpu
+
+
+@dataclass
+class ProblemState:
+    """What a run has stored for one problem: its attempts so far and the feedback for the agent."""
+
+    problem: Problem
+    next_attempt: int = 0
+    history: list[AttemptFeedback] = field(default_factory=list)
+    pending: list[tuple[str, Solution]] = field(default_factory=list)  # stored but never judged
+
+
+def load_states(data_dir: Path, run_id: str, problems: list[Problem]) -> dict[str, ProblemState]:
+    """Rebuild each problem's state from the tables, so that a resumed run neither loses nor repeats work."""
+    states = {p.name: ProblemState(problem=p) for p in problems}
+    con = connect(data_dir)
+    try:
+        cands = con.sql(
+            "SELECT problem, candidate_id, attempt FROM candidates WHERE run_id = ? ORDER BY problem, attempt",
+            params=[run_id],
+        ).to_arrow_table().to_pylist()
+        traces = con.sql("SELECT * FROM traces WHERE run_id = ?", params=[run_id]).to_arrow_table().to_pylist()
+    finally:
+        con.close()
+    by_cand: dict[str, list[dict[str, Any]]] = {}
+    for t in traces:
+        by_cand.setdefault(t["candidate_id"], []).append(t)
+    for c in cands:
+        st = states.get(c["problem"])
+        if st is None:
+            continue
+        st.next_attempt = max(st.next_attempt, c["attempt"] + 1)
+        sol_file = solution_path(data_dir, run_id, c["candidate_id"])
+        solution = Solution.model_validate(json.loads(sol_file.read_text()))
+        rows = by_cand.get(c["candidate_id"])
+        if rows:
+            st.history.append(AttemptFeedback(c["candidate_id"], solution, feedback(rows)))
+        else:
+            st.pending.append((c["candidate_id"], solution))
+    return states
+
+
+def submit_rejudge(
+    run_id: str, store_dir: str, problem: Problem, cid: str, solution: Solution, options: JudgeOptions
+) -> PrefectFuture:
+    """Judge a candidate stored before a crash and never judged."""
+    c = compile_candidate.submit(solution)
+    with gpu():
+        v = verify.submit(str(problem.path), c, options)
+    s = score.submit(run_id, cid, problem.name, c, v, options.device)
+    return store_traces.submit(store_dir, s)
+
+
+def submit_attempts(
+    run_id: str,
+    store_dir: str,
+    state: ProblemState,
+    n: int,
+    agent: AgentSpec,
+    options: JudgeOptions,
+) -> list[PrefectFuture]:
+    """Chain ``n`` attempts on one problem; attempt k+1's generate waits for attempt k's score."""
+    p = state.problem
+    prior: list[Any] = list(state.history)
+    done: list[PrefectFuture] = []
+    for k in range(n):
+        attempt = state.next_attempt + k
+        cid = candidate_id(run_id, p.name, attempt)
+        g = generate.submit(agent, str(p.path), list(prior), options.device)
+        sc = store_candidate.submit(store_dir, run_id, cid, p.name, attempt, g)
+        c = compile_candidate.submit(g)
+        with gpu():
+            v = verify.submit(str(p.path), c, options)
+        s = score.submit(run_id, cid, p.name, c, v, options.device)
+        done.append(store_traces.submit(store_dir, s, wait_for=[sc]))
+        prior.append(s)
+    state.next_attempt += n
+    return done
+
+
+@flow(name="optimize-problem")
+def optimize(
+    problem_dir: str,
+    run_id: str,
+    attempts: int = 3,
+    agent: AgentSpec = AgentSpec(),
+    device: str = "auto",
+    data_dir: str | None = None,
+    dask_address: str | None = None,
+    timeout_s: float = 60.0,
+) -> int:
+    """Run ``attempts`` iterated attempts on one problem; returns how many were stored."""
+    store_dir = resolve_data_dir(data_dir)
+    ResultStore(store_dir).ensure_layout()
+    problem = load_problem(problem_dir)
+    with dask_runtime(device, dask_address) as rt:
+        return _optimize_on.with_options(task_runner=rt.task_runner())(
+            str(store_dir), run_id, problem_dir, attempts, agent, JudgeOptions(device=rt.device, timeout_s=timeout_s),
+            problem.name,
+        )
+
+
+@flow(name="optimize-problem-attempts")
+def _optimize_on(
+    store_dir: str, run_id: str, problem_dir: str, attempts: int, agent: AgentSpec, options: JudgeOptions, name: str
+) -> int:
+    problem = load_problem(problem_dir)
+    state = load_states(Path(store_dir), run_id, [problem])[name]
+    futures = [submit_rejudge(run_id, store_dir, problem, cid, sol, options) for cid, sol in state.pending]
+    futures += submit_attempts(run_id, store_dir, state, max(0, attempts - state.next_attempt), agent, options)
+    return sum(f.result().written > 0 for f in futures)

@@ -1,0 +1,52 @@
+"""The report: a table per problem (best speedup vs eager and vs T_b, best SOL score) and the aggregates."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from solforge.store.stats import aggregates, problem_results
+
+from .runtime import artifact_key
+from .runtime import data_dir as resolve_data_dir
+
+
+def _fmt(v: Any, spec: str = ".3f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def markdown(run_id: str, rows: list[dict[str, Any]], agg: dict[str, Any]) -> str:
+    lines = [
+        f"# solforge run `{run_id}`",
+        "",
+        "| problem | attempts | passed | best speedup vs eager | best speedup vs T_b | best SOL score |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['problem']} | {r['attempts']} | {r['passed']} | {_fmt(r['best_speedup_vs_eager'], '.2f')} "
+            f"| {_fmt(r['best_speedup'], '.2f')} | {_fmt(r['best_sol_score'])} |"
+        )
+    lines += ["", "| aggregate | value |", "|---|---:|"]
+    lines += [f"| {k} | {_fmt(v, '.3f') if isinstance(v, float) else v} |" for k, v in agg.items()]
+    return "\n".join(lines) + "\n"
+
+
+def build_report(store_dir: str, run_id: str) -> dict[str, Any]:
+    results = problem_results(store_dir, run_id)
+    rows = [asdict(r) for r in results]
+    agg = aggregates(results)
+    return {"run_id": run_id, "problems": rows, "aggregates": agg, "markdown": markdown(run_id, rows, agg)}
+
+
+@flow(name="report")
+def report(run_id: str, data_dir: str | None = None) -> dict[str, Any]:
+    """Publish the run's result table and aggregates as Prefect artifacts; return them."""
+    out = build_report(str(resolve_data_dir(data_dir)), run_id)
+    if out["problems"]:
+        create_table_artifact(key=artifact_key("results", run_id), table=out["problems"], description=f"run {run_id}")
+    create_markdown_artifact(key=artifact_key("report", run_id), markdown=out["markdown"], description=f"run {run_id}")
+    return out

@@ -1,0 +1,66 @@
+"""What every flow needs around it: the data dir, the Dask cluster (local or given) and the judge device."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import dask
+from prefect_dask import DaskTaskRunner
+
+from solforge.cluster import GPU_RESOURCE, detect_plan, local_cluster
+
+DEFAULT_DATA_DIR = "data"
+_FORWARD_PREFIXES = ("PREFECT_", "SOLFORGE_", "LITELLM_", "OPENAI_", "ANTHROPIC_", "CUTE_DSL_", "TRITON_")
+
+
+def data_dir(value: str | None) -> Path:
+    return Path(value or os.environ.get("SOLFORGE_DATA") or DEFAULT_DATA_DIR)
+
+
+def worker_env() -> dict[str, str]:
+    """Settings the flow's Dask workers must share with it (the Prefect API above all)."""
+    env = {k: v for k, v in os.environ.items() if k.startswith(_FORWARD_PREFIXES)}
+    env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    return env
+
+
+@dataclass(frozen=True)
+class Runtime:
+    address: str
+    device: str  # the judge's --device on the GPU workers
+    gpu_slots: int  # judged runs that may happen at once
+
+    def task_runner(self) -> DaskTaskRunner:
+        return DaskTaskRunner(address=self.address)
+
+
+def gpu():  # noqa: ANN201 - a dask.annotate context manager
+    """Ask Dask for one device: only verify and benchmark run under this."""
+    return dask.annotate(resources={GPU_RESOURCE: 1})
+
+
+@contextmanager
+def dask_runtime(device: str = "auto", dask_address: str | None = None) -> Iterator[Runtime]:
+    if dask_address:
+        from distributed import Client
+
+        with Client(dask_address, timeout=30) as client:
+            info = client.scheduler_info()
+            slots = sum(int(w.get("resources", {}).get(GPU_RESOURCE, 0)) for w in info["workers"].values())
+        if slots == 0:
+            raise RuntimeError(f"no worker of {dask_address} holds the resource {GPU_RESOURCE}")
+        yield Runtime(dask_address, "cuda" if device == "auto" else device, slots)
+        return
+    plan = detect_plan(device)
+    with local_cluster(plan, env=worker_env()) as address:
+        yield Runtime(address, plan.device, sum(1 for w in plan.workers if GPU_RESOURCE in w.resources))
+
+
+def artifact_key(*parts: str) -> str:
+    """Prefect artifact keys allow lowercase letters, digits and dashes."""
+    raw = "-".join(parts).lower()
+    return "".join(c if c.isalnum() else "-" for c in raw).strip("-")[:100]

@@ -1,0 +1,115 @@
+"""Dask placement: one worker per visible GPU holding the resource ``GPU=1``, plus CPU workers for builds.
+
+Only the judging steps ask for ``GPU`` (``dask.annotate(resources={"GPU": 1})``), so two timings never
+share a device. Without a GPU the CPU is the device: one worker holds ``GPU=1`` so judged timings still
+never overlap. ``gpu_worker_devices`` is pure so it can be tested without GPUs.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping
+
+GPU_RESOURCE = "GPU"
+
+
+def gpu_worker_devices(visible: str | None, device_count: int) -> list[str]:
+    """The ``CUDA_VISIBLE_DEVICES`` value of each GPU worker, one per visible device.
+
+    ``visible`` is the parent's ``CUDA_VISIBLE_DEVICES`` (None when unset): its entries (indices or
+    ``GPU-…``/``MIG-…`` ids) are kept as written and in order; an empty value or one starting with
+    ``-1`` hides every GPU, as CUDA does. When unset, devices ``0..device_count-1`` are used.
+    """
+    if visible is None:
+        return [str(i) for i in range(max(0, device_count))]
+    entries: list[str] = []
+    for raw in visible.split(","):
+        item = raw.strip()
+        if not item or item.startswith("-"):
+            break  # CUDA stops at the first invalid entry
+        if item not in entries:
+            entries.append(item)
+    return entries
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    name: str
+    nthreads: int
+    resources: dict[str, float]
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """The workers of a local cluster and the judge device string each GPU worker should use."""
+
+    workers: tuple[WorkerSpec, ...]
+    device: str  # the judge's --device on the resource workers: 'cuda' or 'cpu'
+    gpus: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def plan_local_cluster(
+    *, visible: str | None, device_count: int, cpu_count: int, device: str = "auto", cpu_workers: int | None = None
+) -> ClusterPlan:
+    """Decide the local workers. ``device`` 'cpu' forces the CPU even when GPUs are visible."""
+    gpus = [] if device == "cpu" else gpu_worker_devices(visible, device_count)
+    if device.startswith("cuda") and not gpus:
+        raise ValueError(f"--device {device}: no CUDA device is visible")
+    if device.startswith("cuda:"):
+        index = int(device.split(":", 1)[1])
+        if not 0 <= index < len(gpus):
+            raise ValueError(f"--device {device}: only {len(gpus)} CUDA device(s) visible")
+        gpus = [gpus[index]]
+    workers: list[WorkerSpec] = []
+    if gpus:
+        for i, dev in enumerate(gpus):
+            workers.append(WorkerSpec(f"gpu-{i}", 1, {GPU_RESOURCE: 1}, {"CUDA_VISIBLE_DEVICES": dev}))
+        judge_device = "cuda"
+    else:
+        workers.append(WorkerSpec("device-cpu", 1, {GPU_RESOURCE: 1}, {"CUDA_VISIBLE_DEVICES": ""}))
+        judge_device = "cpu"
+    n_cpu = cpu_workers if cpu_workers is not None else max(1, min(4, cpu_count - len(gpus)))
+    for i in range(n_cpu):
+        workers.append(WorkerSpec(f"cpu-{i}", 2, {}, {"CUDA_VISIBLE_DEVICES": ""}))
+    return ClusterPlan(workers=tuple(workers), device=judge_device, gpus=len(gpus))
+
+
+def detect_plan(device: str = "auto") -> ClusterPlan:
+    """``plan_local_cluster`` for this machine (asks torch how many devices CUDA sees)."""
+    count = 0
+    if device != "cpu":
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return plan_local_cluster(
+        visible=os.environ.get("CUDA_VISIBLE_DEVICES"), device_count=count, cpu_count=os.cpu_count() or 1, device=device
+    )
+
+
+@contextmanager
+def local_cluster(plan: ClusterPlan, env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """Start the planned workers (one process each) and yield the scheduler address."""
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    base_env = dict(env or {})
+    workers = {
+        w.name: {
+            "cls": Nanny,
+            "options": {
+                "nthreads": w.nthreads,
+                "resources": dict(w.resources),
+                "env": base_env | w.env,
+                "memory_limit": 0,
+                "name": w.name,
+            },
+        }
+        for w in plan.workers
+    }
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0", "host": "127.0.0.1"}}
+    with SpecCluster(scheduler=scheduler, workers=workers, silence_logs=40) as cluster:
+        cluster.wait_for_workers(len(workers), timeout=120)
+        yield cluster.scheduler_address

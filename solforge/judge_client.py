@@ -1,0 +1,118 @@
+"""Calls the judge in its own process: ``<python> -m sol_bench eval PROBLEM --solution FILE --device D --json``.
+
+The process boundary is part of the judge's security, so the pipeline never imports the judge to run a
+candidate. The judge prints one Trace JSON per line (exit 0: all passed, 1: some failed, 2: bad input).
+Should the judge process itself die or overrun, every workload it did not report gets a trace saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from sol_bench.models import Environment, Evaluation, Solution, Status, Trace
+from sol_bench.problem import Problem
+
+
+class JudgeInputError(Exception):
+    """The judge refused its input (exit 2): a broken problem or solution file, not a verdict."""
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    """How to call the judge. ``python`` defaults to ``$SOLFORGE_JUDGE_PYTHON``, else this interpreter."""
+
+    device: str = "cpu"
+    timeout_s: float = 60.0  # per workload, enforced by the judge
+    compile_timeout_s: float = 300.0
+    python: str = field(default_factory=lambda: os.environ.get("SOLFORGE_JUDGE_PYTHON") or sys.executable)
+    extra_args: tuple[str, ...] = ()
+
+    def wall_limit_s(self, workloads: int) -> float:
+        """A hard stop for the whole judge process, well past what the judge allows itself."""
+        return self.compile_timeout_s + 3 * self.timeout_s * max(1, workloads) + 60.0
+
+
+@dataclass(frozen=True)
+class JudgeRun:
+    traces: tuple[Trace, ...]
+    returncode: int
+    wall_s: float
+    stderr_tail: str = ""
+
+
+def judge_argv(problem_dir: Path, solution_file: Path, opts: JudgeOptions) -> list[str]:
+    return [
+        opts.python, "-m", "sol_bench", "eval", str(problem_dir),
+        "--solution", str(solution_file), "--device", opts.device, "--json",
+        "--timeout", f"{opts.timeout_s:g}", "--compile-timeout", f"{opts.compile_timeout_s:g}",
+        *opts.extra_args,
+    ]
+
+
+def parse_traces(stdout: str) -> list[Trace]:
+    out = []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            out.append(Trace.model_validate_json(line))
+        except ValidationError:
+            continue  # the judge owns stdout; anything that is not a trace is not a verdict
+    return out
+
+
+def _missing(problem: Problem, solution: Solution, seen: set[str], status: Status, reason: str, device: str) -> list[Trace]:
+    return [
+        Trace(
+            definition=problem.name,
+            solution=solution.name,
+            workload=w,
+            evaluation=Evaluation(
+                status=status, reason=reason, log=reason, environment=Environment(hardware=device), device=device
+            ),
+        )
+        for w in problem.workloads
+        if w.uuid not in seen
+    ]
+
+
+def run_judge(problem: Problem, solution: Solution, opts: JudgeOptions) -> JudgeRun:
+    """Judge ``solution`` on every workload of ``problem``; always one trace per workload."""
+    with tempfile.TemporaryDirectory(prefix="solforge-judge-") as tmp:
+        sol_file = Path(tmp) / "solution.json"
+        sol_file.write_text(solution.model_dump_json())
+        argv = judge_argv(problem.path, sol_file, opts)
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run(
+                argv, capture_output=True, text=True, timeout=opts.wall_limit_s(len(problem.workloads)),
+                cwd=tmp, env=os.environ.copy(),
+            )
+        except subprocess.TimeoutExpired as e:
+            wall = time.monotonic() - t0
+            stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            traces = [t for t in parse_traces(stdout) if t.definition == problem.name]
+            seen = {t.workload.uuid for t in traces}
+            reason = f"judge process overran {wall:.0f} s and was killed"
+            traces += _missing(problem, solution, seen, Status.TIMEOUT, reason, opts.device)
+            return JudgeRun(tuple(traces), returncode=-9, wall_s=wall)
+        wall = time.monotonic() - t0
+    tail = proc.stderr[-2000:]
+    if proc.returncode == 2:
+        raise JudgeInputError(f"judge refused the input (exit 2): {tail.strip()[-500:]}")
+    known = {w.uuid for w in problem.workloads}
+    traces = [t for t in parse_traces(proc.stdout) if t.workload.uuid in known]
+    seen = {t.workload.uuid for t in traces}
+    if len(seen) < len(known):
+        reason = f"judge process exited with code {proc.returncode} without a verdict: {tail.strip()[-300:]}"
+        traces += _missing(problem, solution, seen, Status.RUNTIME_ERROR, reason, opts.device)
+    return JudgeRun(tuple(traces), returncode=proc.returncode, wall_s=wall, stderr_tail=tail)

@@ -1,0 +1,1 @@
+"""One Prefect task per pipeline step; each is a thin shell over library code."""

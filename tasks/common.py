@@ -1,0 +1,41 @@
+"""Records passed between the pipeline's tasks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.base import AttemptFeedback, Candidate
+from sol_bench.models import Solution
+from solforge.judge_client import JudgeRun
+
+
+@dataclass(frozen=True)
+class Generated:
+    """What generate produced: a candidate, or None with the reason the agent stopped."""
+
+    candidate: Candidate | None
+    seconds: float
+    stop_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Compiled:
+    solution: Solution
+    source_hash: str
+    error: str | None = None  # a build error found before any device time is spent
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Scored:
+    candidate_id: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    feedback: AttemptFeedback | None = None
+    judge: JudgeRun | None = None
+
+
+def transient(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry only errors a second try can fix (network, filesystem hiccups), never a verdict."""
+    exc = state.result(raise_on_failure=False)
+    return isinstance(exc, (ConnectionError, TimeoutError, OSError))

@@ -1,0 +1,58 @@
+"""store: append rows to the results tables (validated, atomic, idempotent by key)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from solforge.store import ResultStore
+from solforge.store.rows import candidate_row
+
+from .common import Generated, Scored, transient
+
+
+@dataclass(frozen=True)
+class Stored:
+    table: str
+    written: int
+    skipped: int
+    rejected: str | None = None
+
+
+def solution_path(data_dir: str | Path, run_id: str, candidate_id: str) -> Path:
+    return Path(data_dir) / "solutions" / f"run_id={run_id}" / f"{candidate_id}.json"
+
+
+def _write(store: ResultStore, table: str, rows: list[dict[str, Any]]) -> Stored:
+    r = store.append(table, rows)
+    return Stored(table=table, written=r.written, skipped=r.skipped, rejected=str(r.rejected) if r.rejected else None)
+
+
+@task(name="store", retries=2, retry_delay_seconds=1, retry_condition_fn=transient, cache_policy=NO_CACHE)
+def store_rows(data_dir: str, table: str, rows: list[dict[str, Any]]) -> Stored:
+    return _write(ResultStore(data_dir), table, rows)
+
+
+@task(name="store-candidate", retries=2, retry_delay_seconds=1, retry_condition_fn=transient, cache_policy=NO_CACHE)
+def store_candidate(data_dir: str, run_id: str, candidate_id: str, problem: str, attempt: int, generated: Generated) -> Stored | None:
+    """The solution file first, then its row: a row always has its solution on disk."""
+    if generated.candidate is None:
+        return None
+    path = solution_path(data_dir, run_id, candidate_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    tmp.write_text(generated.candidate.solution.model_dump_json())
+    os.replace(tmp, path)
+    row = candidate_row(run_id, candidate_id, problem, attempt, generated.candidate, generated.seconds)
+    return _write(ResultStore(data_dir), "candidates", [row])
+
+
+@task(name="store-traces", retries=2, retry_delay_seconds=1, retry_condition_fn=transient, cache_policy=NO_CACHE)
+def store_traces(data_dir: str, scored: Scored) -> Stored:
+    return _write(ResultStore(data_dir), "traces", scored.rows)
