@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from .attention import ATTENTION_HELPER, ROPE_HELPER
 from .common import (
-    SHORT, VAR, Rows, const, custom_inputs, draft, eps_tag, expr, random_inputs, source, tensor, tolerance,
-    workloads,
+    SHORT, VAR, Rows, const, custom_inputs, draft, eps_tag, expr, init_source, kinds_by_prefix, source, tensor,
+    tolerance, workloads,
 )  # fmt: skip
 from .elementwise import GELU
 
@@ -174,37 +174,43 @@ def run(mel, conv1_w, conv1_b, conv2_w, conv2_b, pos_embed):
 '''
 
 
+def _with_init(reference: str, inputs: dict, dtype: str, kinds: dict[str, str] | None = None) -> str:
+    return reference + "\n" + init_source(inputs, {**kinds_by_prefix(inputs), **(kinds or {})}, dtype)
+
+
 def gated_mlp(*, hidden: int, intermediate: int, act: str, dtype: str, rows: Rows):
     label = {"silu": "swiglu", "tanh": "geglu_tanh"}[act]
     name = f"mlp_{label}_h{hidden}_i{intermediate}{rows.tag}_{SHORT[dtype]}"
+    inputs = {"x": tensor([*rows.names, "H"], dtype), "w_gate": tensor(["I", "H"], dtype),
+              "w_up": tensor(["I", "H"], dtype), "w_down": tensor(["H", "I"], dtype)}
     return draft(
         name=name, level="L2", category="L2", op_type="mlp",
         summary=f"Gated MLP block ({label}): down(act(gate(x)) * up(x)), {hidden} -> {intermediate} -> {hidden}, "
         f"{dtype}, weights as inputs.",
         axes={**rows.axis_defs, "H": const(hidden), "I": const(intermediate)},
-        inputs={"x": tensor([*rows.names, "H"], dtype), "w_gate": tensor(["I", "H"], dtype),
-                "w_up": tensor(["I", "H"], dtype), "w_down": tensor(["H", "I"], dtype)},
+        inputs=inputs,
         outputs={"y": tensor([*rows.names, "H"], dtype)},
-        reference=source(_GATED_MLP, raw={"ACT": GELU[act]}),
-        workloads=workloads(name, rows.sizes, random_inputs(["x", "w_gate", "w_up", "w_down"]),
-                            tolerance(dtype, "block")),
+        reference=_with_init(source(_GATED_MLP, raw={"ACT": GELU[act]}), inputs, dtype),
+        custom_inputs_entrypoint="make_inputs",
+        workloads=workloads(name, rows.sizes, custom_inputs(inputs), tolerance(dtype, "block")),
         tags=("mlp", "gemm", "forward"),
     )  # fmt: skip
 
 
 def gelu_mlp(*, in_features: int, hidden: int, out_features: int, act: str, dtype: str, rows: Rows):
     name = f"mlp_gelu_{act}_k{in_features}_i{hidden}_n{out_features}{rows.tag}_{SHORT[dtype]}"
+    inputs = {"x": tensor([*rows.names, "K"], dtype), "w1": tensor(["I", "K"], dtype), "b1": tensor(["I"], dtype),
+              "w2": tensor(["NO", "I"], dtype), "b2": tensor(["NO"], dtype)}
     return draft(
         name=name, level="L2", category="L2", op_type="mlp",
         summary=f"MLP block: fc2(gelu_{act}(fc1(x))) with biases, {in_features} -> {hidden} -> {out_features}, "
         f"{dtype}, weights as inputs.",
         axes={**rows.axis_defs, "K": const(in_features), "I": const(hidden), "NO": const(out_features)},
-        inputs={"x": tensor([*rows.names, "K"], dtype), "w1": tensor(["I", "K"], dtype), "b1": tensor(["I"], dtype),
-                "w2": tensor(["NO", "I"], dtype), "b2": tensor(["NO"], dtype)},
+        inputs=inputs,
         outputs={"y": tensor([*rows.names, "NO"], dtype)},
-        reference=source(_GELU_MLP, raw={"ACT": GELU[act]}),
-        workloads=workloads(name, rows.sizes, random_inputs(["x", "w1", "b1", "w2", "b2"]),
-                            tolerance(dtype, "block")),
+        reference=_with_init(source(_GELU_MLP, raw={"ACT": GELU[act]}), inputs, dtype),
+        custom_inputs_entrypoint="make_inputs",
+        workloads=workloads(name, rows.sizes, custom_inputs(inputs), tolerance(dtype, "block")),
         tags=("mlp", "gemm", "forward"),
     )  # fmt: skip
 
@@ -291,8 +297,9 @@ def unet_resnet_block(*, channels: int, spatial: int, temb_dim: int, groups: int
         axes={"B": VAR, "C": const(channels), "S": const(spatial), "TD": const(temb_dim)},
         inputs=inputs,
         outputs={"y": tensor(x, dtype)},
-        reference=source(_UNET_RESNET, GROUPS=groups, EPS=eps),
-        workloads=workloads(name, ({"B": b} for b in batches), random_inputs(inputs), tolerance(dtype, "block")),
+        reference=_with_init(source(_UNET_RESNET, GROUPS=groups, EPS=eps), inputs, dtype),
+        custom_inputs_entrypoint="make_inputs",
+        workloads=workloads(name, ({"B": b} for b in batches), custom_inputs(inputs), tolerance(dtype, "block")),
         tags=("conv", "groupnorm", "forward"),
     )  # fmt: skip
 
@@ -312,8 +319,9 @@ def convnext_block(*, channels: int, spatial: int, eps: float, dtype: str, batch
         axes={"B": VAR, "C": const(channels), "S": const(spatial), "C4": expr("4 * C")},
         inputs=inputs,
         outputs={"y": tensor(["B", "C", "S", "S"], dtype)},
-        reference=source(_CONVNEXT, raw={"ACT": GELU["exact"]}, EPS=eps),
-        workloads=workloads(name, ({"B": b} for b in batches), random_inputs(inputs), tolerance(dtype, "block")),
+        reference=_with_init(source(_CONVNEXT, raw={"ACT": GELU["exact"]}, EPS=eps), inputs, dtype),
+        custom_inputs_entrypoint="make_inputs",
+        workloads=workloads(name, ({"B": b} for b in batches), custom_inputs(inputs), tolerance(dtype, "block")),
         tags=("conv", "mlp", "forward"),
     )  # fmt: skip
 
@@ -330,7 +338,8 @@ def whisper_conv_stem(*, mel_bins: int, frames: int, hidden: int, dtype: str, ba
         axes={"B": VAR, "M": const(mel_bins), "FR": const(frames), "H": const(hidden), "FO": expr("FR // 2")},
         inputs=inputs,
         outputs={"y": tensor(["B", "FO", "H"], dtype)},
-        reference=source(_WHISPER_STEM, raw={"ACT": GELU["exact"]}),
-        workloads=workloads(name, ({"B": b} for b in batches), random_inputs(inputs), tolerance(dtype, "block")),
+        reference=_with_init(source(_WHISPER_STEM, raw={"ACT": GELU["exact"]}), inputs, dtype),
+        custom_inputs_entrypoint="make_inputs",
+        workloads=workloads(name, ({"B": b} for b in batches), custom_inputs(inputs), tolerance(dtype, "block")),
         tags=("conv", "forward"),
     )  # fmt: skip

@@ -107,3 +107,51 @@ def custom_inputs(names: Iterable[str]) -> dict[str, dict[str, Any]]:
 
 def draft(**kw: Any) -> ProblemDraft:
     return ProblemDraft(**kw)
+
+
+_INIT_TEMPLATE = '''
+INIT = $INIT
+
+def make_inputs(axes, device):
+    # Trained-model scales: unit activations, weights ~ 1/sqrt(fan-in), small biases, norm scales near one.
+    out = {}
+    for name, (kind, dims) in INIT.items():
+        shape = [int(d) if d.isdigit() else axes[d] for d in dims]
+        v = torch.randn(*shape, device=device)
+        if kind == "weight":
+            fan_in = 1
+            for s in shape[1:]:
+                fan_in *= s
+            v = v * fan_in ** -0.5
+        elif kind == "stacked_weight":
+            v = v * shape[-1] ** -0.5
+        elif kind == "bias":
+            v = v * 0.1
+        elif kind == "norm":
+            v = 1.0 + 0.1 * v
+        out[name] = v.to($DTYPE)
+    return out
+'''
+
+
+def init_source(inputs: dict[str, dict[str, Any]], kinds: dict[str, str], dtype: str) -> str:
+    """A ``make_inputs`` for the reference that draws every input at the scale a trained model has.
+
+    Used by fused blocks whose bf16 intermediates would otherwise grow so large that rounding noise swamps
+    the tolerance. ``kinds``: input name -> act | weight | stacked_weight | bias | norm (default act).
+    """
+    table = {n: (kinds.get(n, "act"), tuple(spec["shape"])) for n, spec in inputs.items()}
+    return source(_INIT_TEMPLATE, raw={"DTYPE": f"torch.{dtype}"}, INIT=table)
+
+
+def kinds_by_prefix(inputs: Iterable[str]) -> dict[str, str]:
+    """Guess each input's init kind from its name: w* weights, b* biases, *norm* scales, the rest activations."""
+    out = {}
+    for n in inputs:
+        if "norm" in n or n.startswith("ln_") or n == "gamma":
+            out[n] = "bias" if n.endswith("_b") else "norm"
+        elif n.startswith(("w", "conv")) and not n.endswith("_b") or n in ("dw_w", "temb_w", "gate_weight"):
+            out[n] = "weight"
+        elif n.startswith("b") or n.endswith("_b"):
+            out[n] = "bias"
+    return out

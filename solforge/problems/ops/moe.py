@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .common import SHORT, Rows, const, draft, random_inputs, source, tensor, tolerance, workloads
+from .common import (
+    SHORT, Rows, const, custom_inputs, draft, init_source, random_inputs, source, tensor, tolerance, workloads,
+)  # fmt: skip
 
 # Routing returns expert ids: they must match exactly (rtol times an id below 256 stays under 1).
 _ROUTE_TOL = {"max_atol": 1e-5, "max_rtol": 1e-4}
@@ -132,6 +134,8 @@ def moe_layer(*, hidden: int, intermediate: int, experts: int, top_k: int, renor
         axes["IS"] = const(shared_intermediate)
         inputs |= {"shared_gate": tensor(["IS", "H"], dtype), "shared_up": tensor(["IS", "H"], dtype),
                    "shared_down": tensor(["H", "IS"], dtype), "shared_gate_weight": tensor(["1", "H"], dtype)}
+    kinds = {n: "weight" for n in inputs if n.startswith("shared") or n == "gate_weight"}
+    kinds |= {"w_gate": "stacked_weight", "w_up": "stacked_weight", "w_down": "stacked_weight"}
     return draft(
         name=name, level="L2", category="L2", op_type="moe_layer",
         summary=f"Sparse MoE layer: router over {experts} experts, top-{top_k}"
@@ -142,7 +146,9 @@ def moe_layer(*, hidden: int, intermediate: int, experts: int, top_k: int, renor
         inputs=inputs,
         outputs={"y": tensor(["T", "H"], dtype)},
         reference=source(_MOE_LAYER, raw={"ARGS": ", ".join(inputs), "SHARED": _SHARED if shared else ""},
-                         EXPERTS=experts, TOP_K=top_k, RENORMALIZE=renormalize),
-        workloads=workloads(name, rows.sizes, random_inputs(inputs), tolerance(dtype, "block")),
+                         EXPERTS=experts, TOP_K=top_k, RENORMALIZE=renormalize)
+        + "\n" + init_source(inputs, kinds, dtype),
+        custom_inputs_entrypoint="make_inputs",
+        workloads=workloads(name, rows.sizes, custom_inputs(inputs), tolerance(dtype, "block")),
         tags=("moe", "grouped_gemm", "forward"),
     )  # fmt: skip
