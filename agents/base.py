@@ -60,6 +60,36 @@ class BudgetExhausted(Exception):
     """The agent may not spend more (tokens, money or time)."""
 
 
+class ProposalFailed(Exception):
+    """The agent spent effort but produced no usable candidate (malformed reply, provider failure).
+
+    The pipeline records it as a failed attempt with its cost; the agent itself remembers the reason and
+    tells its model on the next turn.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        agent: str,
+        language: str,
+        model: str | None = None,
+        parent_id: str | None = None,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+        cost_usd: float = 0.0,
+    ):
+        super().__init__(reason)
+        self.reason = reason
+        self.agent = agent
+        self.language = language
+        self.model = model
+        self.parent_id = parent_id
+        self.tokens_in = tokens_in
+        self.tokens_out = tokens_out
+        self.cost_usd = cost_usd
+
+
 class Agent(Protocol):
     name: str
 

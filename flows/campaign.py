@@ -45,6 +45,7 @@ class CampaignConfig(BaseModel):
     budget_minutes: float | None = None
     budget_usd: float | None = None
     timeout_s: float = 60.0
+    iterations: int | None = None
     show_progress: bool = False
 
 
@@ -101,7 +102,9 @@ def campaign_rounds(cfg: CampaignConfig, device: str, gpu_slots: int) -> dict[st
          "workloads": len(p.workloads)}
         for p in problems
     ])
-    options = JudgeOptions(device=device, timeout_s=cfg.timeout_s)
+    options = JudgeOptions(
+        device=device, timeout_s=cfg.timeout_s, iterations=cfg.iterations, staging_root=str(Path(cfg.data_dir).resolve() / "kernels_tmp")
+    )
     states = load_states(Path(cfg.data_dir), cfg.run_id, problems)
     stored, spent, last_round = _stored_count(cfg.data_dir, cfg.run_id)
     progress = _Progress(cfg.max_candidates, cfg.show_progress)
@@ -185,6 +188,7 @@ def campaign(
     data_dir: str | None = None,
     run_id: str | None = None,
     timeout_s: float = 60.0,
+    iterations: int | None = None,
     show_progress: bool = False,
 ) -> dict[str, Any]:
     """Optimize many problems under the planner; returns the report (table + aggregates)."""
@@ -197,7 +201,8 @@ def campaign(
         run_id=run_id, data_dir=str(store_dir), problem_dirs=dirs,
         agent=AgentSpec(kind=agent, language=language, model=model, api_base=api_base, budget_usd=budget_usd),
         max_candidates=max_candidates if max_candidates is not None else 3 * len(dirs),
-        budget_minutes=budget_minutes, budget_usd=budget_usd, timeout_s=timeout_s, show_progress=show_progress,
+        budget_minutes=budget_minutes, budget_usd=budget_usd, timeout_s=timeout_s, iterations=iterations,
+        show_progress=show_progress,
     )
     store = ResultStore(store_dir)
     store.ensure_layout()

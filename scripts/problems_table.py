@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _us(ms: float) -> str:
     us = ms * 1e3
+    if us < 1:
+        return f"{us:.3f}"
     return f"{us:.1f}" if us < 100 else f"{us:.0f}"
 
 

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
-from .errors import InputError, SolBenchError
+from .errors import InputError, JudgeError, SolBenchError
 from .judge import JudgeConfig, evaluate
 from .models import Status, Trace
 from .problem import find_problems, load_problem, load_solution
@@ -54,7 +54,10 @@ def run_eval(
     data_root: Path | None = None,
     out: IO[str] = sys.stdout,
 ) -> int:
-    """Judge one solution on every workload. Exit code: 0 all PASSED, 1 otherwise (InputError: caller -> 2)."""
+    """Judge one solution on every workload.
+
+    Exit code: 0 all PASSED, 1 otherwise; the caller maps InputError to 2 and JudgeError to 3.
+    """
     problem = load_problem(problem_dir)
     solution = load_solution(solution_path)
     config = JudgeConfig(
@@ -130,3 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except JudgeError as err:
+        print(f"judge error (not the candidate's fault): {err}", file=sys.stderr)
+        return 3

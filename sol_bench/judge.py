@@ -184,7 +184,8 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if a.numel() == 0:
         return True
-    return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+    # reshape(-1): a 0-d tensor cannot be viewed as bytes
+    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
 
 
 def _reference_outputs(ctx: _Context, w: Workload, inputs: list[Any]) -> list[torch.Tensor]:
@@ -433,8 +434,11 @@ def evaluate(
             f"solution is for {solution.definition!r}, the problem is {problem.name!r}", field="definition"
         )
     device = torch.device(config.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SolutionError(f"device {config.device!r} requested but no CUDA device is available", field="--device")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise SolutionError(f"device {config.device!r} requested but no CUDA device is available", field="--device")
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
     seed = config.seed if config.seed is not None else fresh_seed()
     ctx = _Context(
         problem=problem,
@@ -493,6 +497,10 @@ def evaluate(
     from torch import multiprocessing as torch_mp
 
     torch_mp.set_sharing_strategy("file_system")
+    if device.type == "cpu":
+        # Start torch's shared-memory manager (a child of this process) before any worker: one started later
+        # looks like a process the candidate left behind, and kill_tree would end it, breaking every later share.
+        torch.empty(1).share_memory_()
     if device.type == "cuda":
         ctx.pool = torch.cuda.MemPool()  # shared buffers live apart from the judge's own (reference) memory
     sandbox.become_subreaper()

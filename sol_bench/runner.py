@@ -13,7 +13,16 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from . import sandbox
-from .errors import CandidateCrash, CandidateTimeout, CompileFailure, RewardHack, WrongDtype, WrongShape
+from .errors import (
+    CandidateCrash,
+    CandidateFailure,
+    CandidateTimeout,
+    CompileFailure,
+    JudgeError,
+    RewardHack,
+    WrongDtype,
+    WrongShape,
+)
 from .staging import Staged
 
 _MAX_REPLY = 1 << 20
@@ -166,7 +175,10 @@ def start_worker(
         rtts = []
         for _ in range(21):
             p0 = time.perf_counter()
-            worker.request(("ping",), timeout_s)
+            try:
+                worker.request(("ping",), timeout_s)
+            except CandidateFailure as e:  # no candidate code has run yet: the judge's environment is broken
+                raise JudgeError(f"the candidate process failed before loading the candidate: {e}") from e
             rtts.append(time.perf_counter() - p0)
         worker.rtt_ms = sorted(rtts)[len(rtts) // 2] * 1e3
         reply = worker.request(("load",), timeout_s)

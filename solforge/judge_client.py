@@ -33,6 +33,8 @@ class JudgeOptions:
     timeout_s: float = 60.0  # per workload, enforced by the judge
     compile_timeout_s: float = 300.0
     python: str = field(default_factory=lambda: os.environ.get("SOLFORGE_JUDGE_PYTHON") or sys.executable)
+    iterations: int | None = None  # timed iterations per workload (the judge's default when None)
+    staging_root: str | None = None  # where the judge builds; a shared one lets it reuse C++ builds
     extra_args: tuple[str, ...] = ()
 
     def wall_limit_s(self, workloads: int) -> float:
@@ -53,6 +55,8 @@ def judge_argv(problem_dir: Path, solution_file: Path, opts: JudgeOptions) -> li
         opts.python, "-m", "sol_bench", "eval", str(problem_dir),
         "--solution", str(solution_file), "--device", opts.device, "--json",
         "--timeout", f"{opts.timeout_s:g}", "--compile-timeout", f"{opts.compile_timeout_s:g}",
+        *(["--staging-root", opts.staging_root] if opts.staging_root else []),
+        *(["--iterations", str(opts.iterations), "--warmup", str(min(10, opts.iterations))] if opts.iterations else []),
         *opts.extra_args,
     ]
 

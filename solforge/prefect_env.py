@@ -64,6 +64,24 @@ def wait_healthy(api_url: str, proc: subprocess.Popen | None, timeout_s: float) 
     raise PrefectServerError(f"prefect server at {api_url} not healthy after {timeout_s:.0f} s")
 
 
+def stop_stale_server(pid_file: Path) -> None:
+    """A run killed with -9 leaves its server behind (it has its own session); stop it by its pid."""
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return
+    pid_file.unlink(missing_ok=True)
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return
+    if b"server" in cmdline and any(b"prefect" in part for part in cmdline):
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
 @contextmanager
 def prefect_server(home: Path, *, port: int | None = None, timeout_s: float = 90.0) -> Iterator[dict[str, str]]:
     """Start ``prefect server start`` with its state under ``home``; yield the env the clients need."""
@@ -72,6 +90,8 @@ def prefect_server(home: Path, *, port: int | None = None, timeout_s: float = 90
     port = port or free_port()
     env = server_env(home)
     api_url = f"http://127.0.0.1:{port}/api"
+    pid_file = home / "server.pid"
+    stop_stale_server(pid_file)
     log = open(home / "server.log", "ab")
     proc = subprocess.Popen(
         [prefect_executable(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
@@ -80,10 +100,12 @@ def prefect_server(home: Path, *, port: int | None = None, timeout_s: float = 90
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    pid_file.write_text(str(proc.pid))
     try:
         wait_healthy(api_url, proc, timeout_s)
         yield env | {"PREFECT_API_URL": api_url}
     finally:
+        pid_file.unlink(missing_ok=True)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
             try:
@@ -108,7 +130,13 @@ def prefect_api(data_dir: Path) -> Iterator[dict[str, str]]:
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            yield env
+            if "prefect" in sys.modules:  # settings already loaded from the old environment
+                from prefect.settings import PREFECT_API_URL, temporary_settings
+
+                with temporary_settings(updates={PREFECT_API_URL: env["PREFECT_API_URL"]}):
+                    yield env
+            else:
+                yield env
         finally:
             for k, v in saved.items():
                 if v is None:

@@ -49,13 +49,16 @@ _register_all()
 
 
 def main() -> None:
-    from sol_bench.errors import InputError
+    from sol_bench.errors import InputError, JudgeError
 
     try:
         cli.main(standalone_mode=False)
     except InputError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
+    except JudgeError as e:
+        click.echo(f"judge error (not the candidate's fault): {e}", err=True)
+        sys.exit(3)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

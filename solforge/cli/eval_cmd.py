@@ -26,7 +26,7 @@ def eval_command(problem_dir, solution_path, device, as_json, output, timeout, c
                  iterations, warmup, data_root) -> None:  # fmt: skip
     """Judge SOLUTION_JSON on every workload of PROBLEM_DIR: one trace per workload.
 
-    Exit 0 when every workload PASSED, 1 otherwise, 2 on bad input.
+    Exit 0 when every workload PASSED, 1 otherwise, 2 on bad input, 3 when the judge itself failed.
 
     \b
     Example:
