@@ -30,7 +30,7 @@ def cli() -> None:
 
     \b
     Example:
-      solforge eval data/problems/rmsnorm_llama3_8b --solution my_solution.json --json
+      solforge eval tests/fixtures/problems/rmsnorm_small --solution tests/fixtures/solutions/rmsnorm_pytorch.json
     """
 
 

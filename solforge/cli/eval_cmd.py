@@ -30,7 +30,7 @@ def eval_command(problem_dir, solution_path, device, as_json, output, timeout, c
 
     \b
     Example:
-      solforge eval data/problems/rmsnorm_llama3_8b --solution sol.json --device cuda --json
+      solforge eval tests/fixtures/problems/rmsnorm_small --solution tests/fixtures/solutions/rmsnorm_pytorch.json --json
     """
     from sol_bench.cli import run_eval
 
