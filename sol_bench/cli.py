@@ -53,12 +53,18 @@ def run_eval(
     staging_root: Path = Path("kernels_tmp"),
     data_root: Path | None = None,
     out: IO[str] = sys.stdout,
+    workloads: list[str] | None = None,
+    max_workloads: int | None = None,
 ) -> int:
     """Judge one solution on every workload.
 
     Exit code: 0 all PASSED, 1 otherwise; the caller maps InputError to 2 and JudgeError to 3.
     """
     problem = load_problem(problem_dir)
+    if workloads:
+        problem = problem.select(workloads)
+    if max_workloads is not None:
+        problem = problem.select(problem.smallest_workloads(max_workloads))
     solution = load_solution(solution_path)
     config = JudgeConfig(
         device=device, timeout_s=timeout_s, compile_timeout_s=compile_timeout_s, seed=seed,
@@ -119,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--warmup", type=int, default=10)
     e.add_argument("--staging-root", type=Path, default=Path("kernels_tmp"))
     e.add_argument("--data-root", type=Path)
+    e.add_argument("--workload", action="append", help="judge only this workload uuid (repeatable)")
+    e.add_argument("--max-workloads", type=int, help="judge only the N workloads that move the fewest bytes")
     v = sub.add_parser("validate", help="check problem directories")
     v.add_argument("dirs", type=Path, nargs="+")
     v.add_argument("--json", action="store_true")
@@ -128,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_eval(
                 args.problem_dir, args.solution, args.device, args.json, args.output, args.timeout,
                 args.compile_timeout, args.seed, args.iterations, args.warmup, args.staging_root, args.data_root,
+                workloads=args.workload, max_workloads=args.max_workloads,
             )  # fmt: skip
         return run_validate(args.dirs, args.json)
     except InputError as err:

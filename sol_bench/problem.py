@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Sequence
 
 from pydantic import ValidationError
 
+from . import dtypes
 from .errors import DefinitionError, SolutionError, WorkloadError
 from .models import Definition, Solution, Workload
 
@@ -26,6 +28,28 @@ class Problem:
     @property
     def name(self) -> str:
         return self.definition.name
+
+    def select(self, uuids: Sequence[str]) -> "Problem":
+        """The same problem restricted to some workloads (in the given order)."""
+        by_id = {w.uuid: w for w in self.workloads}
+        missing = [u for u in uuids if u not in by_id]
+        if missing:
+            raise WorkloadError(f"no workload with uuid {missing}", file=str(self.path / WORKLOAD_FILE), field="uuid")
+        return replace(self, workloads=tuple(by_id[u] for u in uuids))
+
+    def workload_bytes(self, w: Workload) -> int:
+        """Bytes of a workload's tensor inputs and outputs: a cheap proxy for its cost."""
+        env = self.definition.resolve_axes(w.axes)
+        total = 0
+        for spec in (*self.definition.inputs.values(), *self.definition.outputs.values()):
+            if spec.shape is not None:
+                total += dtypes.nbytes(spec.dtype, spec.concrete_shape(env))
+        return total
+
+    def smallest_workloads(self, n: int) -> list[str]:
+        """uuids of the ``n`` workloads that move the fewest bytes (for quick runs on a CPU)."""
+        ranked = sorted(self.workloads, key=self.workload_bytes)
+        return [w.uuid for w in ranked[: max(0, n)]]
 
 
 def _field(err: ValidationError) -> str:

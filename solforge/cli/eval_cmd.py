@@ -22,8 +22,10 @@ from .options import device_option, json_option
 @click.option("--iterations", default=50, show_default=True, help="Timed iterations per workload.")
 @click.option("--warmup", default=10, show_default=True, help="Warm-up calls per workload.")
 @click.option("--data-root", type=click.Path(path_type=Path), help="Where safetensors inputs live.")
+@click.option("--workload", "workloads", multiple=True, help="Judge only this workload uuid (repeatable).")
+@click.option("--max-workloads", type=int, help="Judge only the N workloads that move the fewest bytes.")
 def eval_command(problem_dir, solution_path, device, as_json, output, timeout, compile_timeout, seed,
-                 iterations, warmup, data_root) -> None:  # fmt: skip
+                 iterations, warmup, data_root, workloads, max_workloads) -> None:  # fmt: skip
     """Judge SOLUTION_JSON on every workload of PROBLEM_DIR: one trace per workload.
 
     Exit 0 when every workload PASSED, 1 otherwise, 2 on bad input, 3 when the judge itself failed.
@@ -35,7 +37,8 @@ def eval_command(problem_dir, solution_path, device, as_json, output, timeout, c
     from sol_bench.cli import run_eval
 
     code = run_eval(problem_dir, solution_path, device, as_json, output, timeout, compile_timeout, seed,
-                    iterations, warmup, data_root=data_root)  # fmt: skip
+                    iterations, warmup, data_root=data_root, workloads=list(workloads) or None,
+                    max_workloads=max_workloads)  # fmt: skip
     sys.exit(code)
 
 
