@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,12 +31,27 @@ def _gencode(arch: str) -> str:
     return f"-gencode=arch=compute_{num},code=sm_{num}"
 
 
+def _cuda_includes() -> list[str]:
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(str(Path(nvcc).resolve().parent.parent))
+    for r in roots:
+        if r and (Path(r) / "include" / "cuda_runtime_api.h").is_file():
+            return [str(Path(r) / "include")]
+    return []
+
+
 def compile_only(args: argparse.Namespace, src: Path, build: Path) -> None:
     from torch.utils import cpp_extension
 
     import sysconfig
 
     includes = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]
+    if args.with_cuda == "1":
+        # Host sources of a CUDA extension include CUDA headers too (ATen/cuda/CUDAContext.h), and a CPU
+        # build of torch knows no CUDA_HOME.
+        includes += _cuda_includes()
     inc = [f"-I{i}" for i in includes]
     defs = [f"-DTORCH_EXTENSION_NAME={args.name}", "-DTORCH_API_INCLUDE_EXTENSION_H", "-D_GLIBCXX_USE_CXX11_ABI=1"]
     for s in args.source:
