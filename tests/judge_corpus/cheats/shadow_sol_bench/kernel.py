@@ -1,0 +1,5 @@
+import torch
+
+
+def run(x, weight, eps, y):
+    y.zero_()

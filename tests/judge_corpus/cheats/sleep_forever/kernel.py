@@ -1,0 +1,6 @@
+import time
+
+
+def run(x, y):
+    while True:
+        time.sleep(1)

@@ -1,0 +1,5 @@
+import torch
+
+
+def matmul(a, b):
+    return torch.mm(a, b)
