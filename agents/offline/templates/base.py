@@ -1,0 +1,148 @@
+"""What a template is: a matcher over the reference's ops and shapes, and renderers per language."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from sol_bench.models import Solution
+from sol_bench.problem import Problem
+
+from ..graph import OpSignature
+
+FLOAT_SCALARS = ("float32", "float64", "float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Which definition input plays which role, plus constants read from the reference."""
+
+    roles: Mapping[str, str]  # role -> input name
+    consts: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Renderer:
+    """One language of one family: a parameter grid and a function that writes the source."""
+
+    language: str
+    needs_gpu: bool
+    grid: Mapping[str, tuple[Any, ...]]
+    render: Callable[[Problem, Binding, Mapping[str, Any]], str]
+    file: str = "kernel.py"
+
+    def variants(self) -> list[dict[str, Any]]:
+        keys = list(self.grid)
+        return [dict(zip(keys, vals)) for vals in itertools.product(*(self.grid[k] for k in keys))]
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    match: Callable[[Problem, OpSignature], list[Binding]]
+    renderers: tuple[Renderer, ...]
+
+
+def py_signature(problem: Problem) -> str:
+    d = problem.definition
+    return f"def run({', '.join([*d.inputs, *d.outputs])}):"
+
+
+_CPP_SCALAR = {"bool": "bool", "int64": "int64_t", "int32": "int64_t", "int16": "int64_t", "int8": "int64_t"}
+
+
+def cpp_signature(problem: Problem) -> str:
+    d = problem.definition
+    params = []
+    for name, spec in d.inputs.items():
+        params.append(f"{_CPP_SCALAR.get(spec.dtype, 'double')} {name}" if spec.is_scalar else f"torch::Tensor {name}")
+    params += [f"torch::Tensor {name}" for name in d.outputs]
+    return f"void run({', '.join(params)})"
+
+
+def scalar_or_const(problem: Problem, name: str | None, value: float | None) -> str:
+    """The expression for a role that is a scalar input or a constant found in the reference."""
+    return name if name is not None else repr(value)
+
+
+_FLOAT_LITERAL = re.compile(r"(?<![\w.])(\d+(?:\.\d*)?[eE]-\d+)")
+
+
+def eps_literal(reference: str) -> float | None:
+    """A small float literal written in scientific notation (the usual spelling of eps), if exactly one."""
+    found = {float(m) for m in _FLOAT_LITERAL.findall(reference)}
+    return found.pop() if len(found) == 1 else None
+
+
+def build_solution(problem: Problem, family: str, r: Renderer, b: Binding, params: Mapping[str, Any]) -> Solution:
+    tag = "_".join(f"{k}{v}" for k, v in params.items())
+    name = f"{problem.name}__{family}_{r.language}" + (f"_{tag}" if tag else "")
+    return Solution.model_validate({
+        "name": name,
+        "definition": problem.name,
+        "author": "solforge-offline-templates",
+        "description": f"{family} template ({r.language}) with {dict(params)}",
+        "spec": {"languages": [r.language], "entry_point": f"{r.file}::run", "destination_passing_style": True},
+        "sources": [{"path": r.file, "content": r.render(problem, b, params)}],
+    })  # fmt: skip
+
+
+CUDA_PREAMBLE = """#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAException.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+template <typename T> __device__ __forceinline__ float to_f(T v);
+template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half(v); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+// Block-wide reduction through shared memory; every thread gets the result.
+template <bool IS_MAX>
+__device__ float block_reduce(float v, float* smem) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+  v = IS_MAX ? warp_max(v) : warp_sum(v);
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  float r = (lane < nwarps) ? smem[lane] : (IS_MAX ? -INFINITY : 0.f);
+  r = IS_MAX ? warp_max(r) : warp_sum(r);
+  __syncthreads();
+  return r;
+}
+// Streaming load of read-once data (no L1 allocation); inline PTX.
+__device__ __forceinline__ float ld_stream(const float* p) {
+  float r; asm volatile("ld.global.nc.L1::no_allocate.f32 %0, [%1];" : "=f"(r) : "l"(p)); return r;
+}
+
+#define DISPATCH_FLOAT(TYPE, NAME, ...)                                          \\
+  switch (TYPE) {                                                                \\
+    case at::kFloat: { using NAME = float; __VA_ARGS__; break; }                 \\
+    case at::kBFloat16: { using NAME = __nv_bfloat16; __VA_ARGS__; break; }      \\
+    case at::kHalf: { using NAME = __half; __VA_ARGS__; break; }                 \\
+    default: TORCH_CHECK(false, "unsupported dtype ", TYPE);                     \\
+  }
+"""
+
+
+def cuda_module(problem: Problem, kernels: str, body: str) -> str:
+    return (
+        CUDA_PREAMBLE + "\n" + kernels + "\n" + cpp_signature(problem) + " {\n" + body + "\n}\n\n"
+        "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"run\", &run); }\n"
+    )

@@ -1,0 +1,143 @@
+"""Run the offline agent over a problems directory, judge every candidate, write a Markdown table.
+
+Each candidate is judged in a fresh process with ``python -m sol_bench eval --json``; per problem the
+best fully-passing candidate (highest geomean speedup over the reference) is reported with its speedup vs
+eager, vs T_b (when ``--baselines`` gives T_b per workload uuid) and its median SOL score (T_b known and
+the trace carries T_SOL).
+
+    python bench/bench_offline_agents.py tests/fixtures/problems --device cpu --max-candidates 3 -o /tmp/t.md
+    python bench/bench_offline_agents.py data/problems --device cuda --max-candidates 24 -o docs/offline_h200.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from agents.base import AttemptFeedback, WorkloadFeedback  # noqa: E402
+from agents.offline.agent import OfflineAgent  # noqa: E402
+from sol_bench.problem import find_problems, load_problem  # noqa: E402
+from sol_bench.score import sol_score  # noqa: E402
+
+
+@dataclass
+class Result:
+    name: str
+    statuses: list[str]
+    speedups: list[float]
+    vs_tb: list[float]
+    sol: list[float]
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.statuses) and all(s == "PASSED" for s in self.statuses)
+
+
+def geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def judge(problem_dir: Path, solution_json: str, device: str, timeout: int, work: Path, name: str,
+          baselines: dict[str, float]) -> Result:
+    path = work / f"{name}.json"
+    path.write_text(solution_json)
+    cmd = [sys.executable, "-m", "sol_bench", "eval", str(problem_dir), "--solution", str(path), "--json",
+           "--device", device]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    res = Result(name, [], [], [], [])
+    for line in out.stdout.splitlines():
+        if not line.startswith("{"):
+            continue
+        trace = json.loads(line)
+        ev = trace["evaluation"]
+        res.statuses.append(ev["status"])
+        perf = ev.get("performance") or {}
+        t_k = perf.get("latency_ms")
+        if not t_k:
+            continue
+        res.speedups.append(perf["speedup_factor"])
+        t_b = baselines.get(trace["workload"]["uuid"])
+        if t_b:
+            res.vs_tb.append(t_b / t_k)
+        if t_b and ev.get("t_sol_ms") is not None:
+            res.sol.append(sol_score(t_k, t_b, ev["t_sol_ms"]).sol_score)
+    if not res.statuses:
+        res.statuses = [f"NO_TRACE(rc={out.returncode}: {out.stderr.strip().splitlines()[-1:]})"]
+    return res
+
+
+def fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
+    return "–" if x is None else f"{x:{spec}}{suffix}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("problems", type=Path)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--max-candidates", type=int, default=16)
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per candidate judgement")
+    ap.add_argument("--baselines", type=Path, help="JSON object: workload uuid -> T_b in ms (optimised baseline)")
+    ap.add_argument("-o", "--output", type=Path, default=Path("offline_agents.md"))
+    args = ap.parse_args()
+
+    baselines = json.loads(args.baselines.read_text()) if args.baselines else {}
+    rows, best_speedups, best_tb, best_sol = [], [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for pdir in find_problems(args.problems):
+            problem = load_problem(pdir)
+            agent = OfflineAgent(max_candidates=args.max_candidates)
+            history: list[AttemptFeedback] = []
+            results: list[Result] = []
+            while (cand := agent.propose(problem, history, args.device)) is not None:
+                r = judge(pdir, cand.solution.model_dump_json(), args.device, args.timeout, Path(tmp), cand.solution.name,
+                          baselines)
+                results.append(r)
+                fb = tuple(WorkloadFeedback(w.uuid, s) for w, s in zip(problem.workloads, r.statuses))
+                history.append(AttemptFeedback(cand.solution.name, cand.solution, fb))
+                print(f"{problem.name}: {cand.solution.name}: {sorted(set(r.statuses))} "
+                      f"speedup {fmt(geomean(r.speedups))}", flush=True)  # fmt: skip
+            passing = [r for r in results if r.passed]
+            best = max(passing, key=lambda r: geomean(r.speedups) or 0.0, default=None)
+            n_pass = f"{len(passing)}/{len(results)}"
+            if best is None:
+                rows.append(f"| {problem.name} | – (none passed) | {n_pass} | – | – | – |")
+                continue
+            g, tb = geomean(best.speedups), geomean(best.vs_tb)
+            sol = sorted(best.sol)[len(best.sol) // 2] if best.sol else None
+            best_speedups += [g] if g else []
+            best_tb += [tb] if tb else []
+            best_sol += [sol] if sol is not None else []
+            short = best.name.removeprefix(problem.name + "__")
+            rows.append(f"| {problem.name} | {short} | {n_pass} | {fmt(g, suffix='×')} | {fmt(tb, suffix='×')} "
+                        f"| {fmt(sol)} |")  # fmt: skip
+
+    median_sol = sorted(best_sol)[len(best_sol) // 2] if best_sol else None
+    beat_tb = sum(x > 1 for x in best_tb)
+    lines = [
+        f"# Offline agents on {args.problems} ({args.device})",
+        "",
+        f"- problems: {len(rows)}; geomean speedup vs eager: {fmt(geomean(best_speedups), suffix='×')}; "
+        f"vs T_b: {fmt(geomean(best_tb), suffix='×')} ({beat_tb}/{len(best_tb)} beat T_b); "
+        f"median SOL score: {fmt(median_sol)}",
+        "",
+        "| problem | best candidate | passing/tried | speedup vs eager | vs T_b | median SOL score |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]  # fmt: skip
+    args.output.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
