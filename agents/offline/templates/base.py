@@ -89,9 +89,13 @@ def build_solution(problem: Problem, family: str, r: Renderer, b: Binding, param
     })  # fmt: skip
 
 
-CUDA_PREAMBLE = """#include <torch/extension.h>
+# SOLFORGE_KERNELS_ONLY compiles the device code without the torch extension headers (which take minutes to
+# parse); the compile-only tests use it with explicit instantiations of the kernels.
+CUDA_PREAMBLE = """#ifndef SOLFORGE_KERNELS_ONLY
+#include <torch/extension.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
+#endif
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -131,6 +135,7 @@ __device__ __forceinline__ float ld_stream(const float* p) {
   float r; asm volatile("ld.global.nc.L1::no_allocate.f32 %0, [%1];" : "=f"(r) : "l"(p)); return r;
 }
 
+#ifndef SOLFORGE_KERNELS_ONLY
 #define DISPATCH_FLOAT(TYPE, NAME, ...)                                          \\
   switch (TYPE) {                                                                \\
     case at::kFloat: { using NAME = float; __VA_ARGS__; break; }                 \\
@@ -138,11 +143,12 @@ __device__ __forceinline__ float ld_stream(const float* p) {
     case at::kHalf: { using NAME = __half; __VA_ARGS__; break; }                 \\
     default: TORCH_CHECK(false, "unsupported dtype ", TYPE);                     \\
   }
+#endif
 """
 
 
 def cuda_module(problem: Problem, kernels: str, body: str) -> str:
     return (
-        CUDA_PREAMBLE + "\n" + kernels + "\n" + cpp_signature(problem) + " {\n" + body + "\n}\n\n"
-        "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"run\", &run); }\n"
+        CUDA_PREAMBLE + "\n" + kernels + "\n#ifndef SOLFORGE_KERNELS_ONLY\n" + cpp_signature(problem) + " {\n"
+        + body + "\n}\n\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"run\", &run); }\n#endif\n"
     )
