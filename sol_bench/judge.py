@@ -55,6 +55,7 @@ from .models import (
 from .problem import Problem
 from .reference import Reference, load_reference
 from .runner import Worker, candidate_env, start_worker
+from .shared import SharedArena
 from .staging import Staged, check_shadowing, stage
 from .timing import sm_clock_mhz, summarize, time_callable
 
@@ -110,7 +111,7 @@ class _Context:
     env: Environment
     seed: int
     input_ctx: InputContext
-    pool: Any = None
+    arena: SharedArena | None = None
     phase: dict[str, float] = field(default_factory=dict)
 
 
@@ -158,10 +159,7 @@ def _sol_floor(ctx: _Context, w: Workload) -> tuple[float | None, str | None, st
 
 
 def _alloc_like(ctx: _Context, shape, dtype) -> torch.Tensor:
-    if ctx.pool is not None:
-        with torch.cuda.use_mem_pool(ctx.pool):
-            return torch.empty(shape, dtype=dtype, device=ctx.device)
-    return torch.empty(shape, dtype=dtype, device=ctx.device).share_memory_()
+    return ctx.arena.alloc(tuple(shape), dtype)
 
 
 def _share(ctx: _Context, x: Any) -> Any:
@@ -236,14 +234,18 @@ class _Workload:
         inputs = [_share(self.ctx, x) for x in self.fresh_inputs(sub_seed(self.wseed, "set", j))]
         outputs = [_alloc_like(self.ctx, s, d) for s, d in self.specs.values()]
         self.sets.append(_Set(inputs, outputs))
-        self.worker.request(("register", j, inputs, outputs), self.remaining())
+        self.worker.request(("register", j, *self.wire(inputs, outputs)), self.remaining())
+
+    def wire(self, inputs: list[Any], outputs: list[torch.Tensor]) -> tuple[list[Any], list[Any]]:
+        arena = self.ctx.arena
+        return [arena.wire(x) for x in inputs], [arena.wire(o) for o in outputs]
 
     def refill(self, j: int, seed: int) -> None:
         new = self.fresh_inputs(seed)
         s = self.sets[j]
         if any(isinstance(b, torch.Tensor) and (b.shape != n.shape or b.dtype != n.dtype) for b, n in zip(s.inputs, new)):
             s.inputs = [_share(self.ctx, x) for x in new]  # custom inputs whose shapes vary: new buffers
-            self.worker.request(("register", j, s.inputs, s.outputs), self.remaining())
+            self.worker.request(("register", j, *self.wire(s.inputs, s.outputs)), self.remaining())
         else:
             for b, n in zip(s.inputs, new):
                 if isinstance(b, torch.Tensor):
@@ -492,17 +494,7 @@ def evaluate(
         module_path = built.module_path
     ctx.phase["compile"] = time.monotonic() - t0
 
-    # CPU tensors reach the candidate as named shared-memory files; the default (fd passing) strategy
-    # needs a resource-sharer thread speaking to processes started by multiprocessing, which ours is not.
-    from torch import multiprocessing as torch_mp
-
-    torch_mp.set_sharing_strategy("file_system")
-    if device.type == "cpu":
-        # Start torch's shared-memory manager (a child of this process) before any worker: one started later
-        # looks like a process the candidate left behind, and kill_tree would end it, breaking every later share.
-        torch.empty(1).share_memory_()
-    if device.type == "cuda":
-        ctx.pool = torch.cuda.MemPool()  # shared buffers live apart from the judge's own (reference) memory
+    ctx.arena = SharedArena(device)  # CUDA: a pool apart from the judge's own (reference) memory
     sandbox.become_subreaper()
     before = _snapshot(problem.path)
     worker: Worker | None = None
@@ -549,4 +541,5 @@ def evaluate(
     finally:
         if worker is not None:
             worker.stop()
+        ctx.arena.close()
     return traces

@@ -102,11 +102,11 @@ def main() -> None:
     import time
 
     import torch
-    import torch.multiprocessing as tmp
+    import torch.multiprocessing  # noqa: F401 - registers the CUDA IPC rebuild functions for unpickling
 
+    from .shared import attach
     from .timing import L2Flusher, time_one_cuda
 
-    tmp.set_sharing_strategy("file_system")
     from multiprocessing.connection import Connection
 
     conn = Connection(args.fd)
@@ -167,7 +167,7 @@ def main() -> None:
                 reply("ok", {"sandbox": desc, "pid": os.getpid(), "persisting_l2_default": pinned_before})
             elif op == "register":
                 _, j, inputs, outputs = msg
-                sets[j] = (list(inputs), list(outputs))
+                sets[j] = ([attach(x) for x in inputs], [attach(o) for o in outputs])
                 reply("ok")
             elif op == "call":
                 res = invoke(msg[1])
