@@ -106,7 +106,30 @@ def apply(policy: SandboxPolicy) -> str:
     finally:
         os.close(fd)
     extras = [x for x, on in (("no-tcp", net), ("scoped-signals", scoped)) if on]
+    if drop_capabilities():
+        extras.append("no-caps")
     return f"landlock-abi{abi}" + ("+" + "+".join(extras) if extras else "")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> bool:
+    """Give up every capability (matters when the judge runs as root): without CAP_SYS_PTRACE and
+    CAP_DAC_* the candidate cannot read /proc/<judge>/environ or other processes' memory. True on success."""
+    if platform.system() != "Linux":
+        return False
+    libc = _libc()
+    for cap in range(64):
+        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP; fails harmlessly past the last capability
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    return libc.syscall(ctypes.c_long(126 if platform.machine() == "x86_64" else 91), ctypes.byref(header), ctypes.byref(data)) == 0
 
 
 # ------------------------------------------------------------------------------------------ processes
