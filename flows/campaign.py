@@ -93,7 +93,9 @@ def _stored_count(store_dir: str, run_id: str) -> tuple[int, float, int]:
 
 
 @flow(name="campaign-rounds")
-def campaign_rounds(cfg: CampaignConfig, device: str, gpu_slots: int) -> dict[str, Any]:
+def campaign_rounds(
+    cfg: CampaignConfig, device: str, gpu_slots: int, worker_devices: dict[str, str] | None = None
+) -> dict[str, Any]:
     t_start = time.monotonic()
     store = ResultStore(cfg.data_dir)
     problems = [load_problem(p) for p in cfg.problem_dirs]
@@ -103,7 +105,8 @@ def campaign_rounds(cfg: CampaignConfig, device: str, gpu_slots: int) -> dict[st
         for p in problems
     ])
     options = JudgeOptions(
-        device=device, timeout_s=cfg.timeout_s, iterations=cfg.iterations, staging_root=str(Path(cfg.data_dir).resolve() / "kernels_tmp")
+        device=device, timeout_s=cfg.timeout_s, iterations=cfg.iterations,
+        staging_root=str(Path(cfg.data_dir).resolve() / "kernels_tmp"), worker_devices=worker_devices or {},
     )
     states = load_states(Path(cfg.data_dir), cfg.run_id, problems)
     stored, spent, last_round = _stored_count(cfg.data_dir, cfg.run_id)
@@ -212,7 +215,7 @@ def campaign(
                                "model": model, "device": rt.device, "problems": len(dirs),
                                "max_candidates": cfg.max_candidates, "budget_minutes": budget_minutes,
                                "budget_usd": budget_usd}])
-        outcome = campaign_rounds.with_options(task_runner=rt.task_runner())(cfg, rt.device, rt.gpu_slots)
+        outcome = campaign_rounds.with_options(task_runner=rt.task_runner())(cfg, rt.device, rt.gpu_slots, rt.devices)
     store.append("runs", [{"run_id": run_id, "event": "end", "device": rt.device, "problems": len(dirs),
                            "wall_s": time.monotonic() - t0}])
     out = report(run_id, str(store_dir))

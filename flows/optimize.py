@@ -126,7 +126,7 @@ def optimize(
     problem = load_problem(problem_dir)
     with dask_runtime(device, dask_address) as rt:
         return _optimize_on.with_options(task_runner=rt.task_runner())(
-            str(store_dir), run_id, problem_dir, attempts, agent, JudgeOptions(device=rt.device, timeout_s=timeout_s),
+            str(store_dir), run_id, problem_dir, attempts, agent, JudgeOptions(device=rt.device, timeout_s=timeout_s, worker_devices=rt.devices),
             problem.name,
         )
 

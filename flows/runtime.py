@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 import dask
 from prefect_dask import DaskTaskRunner
 
-from solforge.cluster import GPU_RESOURCE, detect_plan, local_cluster
+from solforge.cluster import GPU_RESOURCE, detect_plan, local_cluster, worker_devices
 
 DEFAULT_DATA_DIR = "data"
 _FORWARD_PREFIXES = ("PREFECT_", "SOLFORGE_", "LITELLM_", "OPENAI_", "ANTHROPIC_", "CUTE_DSL_", "TRITON_")
@@ -33,6 +33,7 @@ class Runtime:
     address: str
     device: str  # the judge's --device on the GPU workers
     gpu_slots: int  # judged runs that may happen at once
+    devices: dict[str, str] = field(default_factory=dict)  # worker name -> CUDA_VISIBLE_DEVICES (local cluster)
 
     def task_runner(self) -> DaskTaskRunner:
         return DaskTaskRunner(address=self.address)
@@ -57,7 +58,7 @@ def dask_runtime(device: str = "auto", dask_address: str | None = None) -> Itera
         return
     plan = detect_plan(device)
     with local_cluster(plan, env=worker_env()) as address:
-        yield Runtime(address, plan.device, sum(1 for w in plan.workers if GPU_RESOURCE in w.resources))
+        yield Runtime(address, plan.device, len(worker_devices(plan)), worker_devices(plan))
 
 
 def artifact_key(*parts: str) -> str:

@@ -7,12 +7,14 @@ never overlap. ``gpu_worker_devices`` is pure so it can be tested without GPUs.
 
 from __future__ import annotations
 
+import logging
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping
 
 GPU_RESOURCE = "GPU"
+PRELOAD = "solforge.worker_preload"
 
 
 def gpu_worker_devices(visible: str | None, device_count: int) -> list[str]:
@@ -72,7 +74,7 @@ def plan_local_cluster(
     else:
         workers.append(WorkerSpec("device-cpu", 1, {GPU_RESOURCE: 1}, {"CUDA_VISIBLE_DEVICES": ""}))
         judge_device = "cpu"
-    n_cpu = cpu_workers if cpu_workers is not None else max(1, min(4, cpu_count - len(gpus)))
+    n_cpu = cpu_workers if cpu_workers is not None else max(1, min(4, cpu_count // 2))
     for i in range(n_cpu):
         workers.append(WorkerSpec(f"cpu-{i}", 2, {}, {"CUDA_VISIBLE_DEVICES": ""}))
     return ClusterPlan(workers=tuple(workers), device=judge_device, gpus=len(gpus))
@@ -90,26 +92,30 @@ def detect_plan(device: str = "auto") -> ClusterPlan:
     )
 
 
+def worker_devices(plan: ClusterPlan) -> dict[str, str]:
+    """Worker name -> CUDA_VISIBLE_DEVICES, for judges started by in-process workers."""
+    return {w.name: w.env["CUDA_VISIBLE_DEVICES"] for w in plan.workers if GPU_RESOURCE in w.resources}
+
+
 @contextmanager
-def local_cluster(plan: ClusterPlan, env: Mapping[str, str] | None = None) -> Iterator[str]:
-    """Start the planned workers (one process each) and yield the scheduler address."""
-    from distributed import Nanny, Scheduler, SpecCluster
+def local_cluster(plan: ClusterPlan, env: Mapping[str, str] | None = None, *, processes: bool = False) -> Iterator[str]:
+    """Start the planned workers and yield the scheduler address.
+
+    By default the workers are threads of this process: every device step runs the judge as a
+    subprocess anyway, so worker processes would only add start-up time (imports, Prefect client).
+    The judge then gets its ``CUDA_VISIBLE_DEVICES`` from ``worker_devices(plan)``. With
+    ``processes=True`` each worker is its own process with the env of its spec.
+    """
+    from distributed import Nanny, Scheduler, SpecCluster, Worker
 
     base_env = dict(env or {})
-    workers = {
-        w.name: {
-            "cls": Nanny,
-            "options": {
-                "nthreads": w.nthreads,
-                "resources": dict(w.resources),
-                "env": base_env | w.env,
-                "memory_limit": 0,
-                "name": w.name,
-            },
-        }
-        for w in plan.workers
-    }
+    workers = {}
+    for w in plan.workers:
+        options = {"nthreads": w.nthreads, "resources": dict(w.resources), "name": w.name, "memory_limit": 0}
+        if processes:
+            options |= {"env": base_env | w.env, "preload": [PRELOAD], "silence_logs": logging.ERROR}
+        workers[w.name] = {"cls": Nanny if processes else Worker, "options": options}
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0", "host": "127.0.0.1"}}
-    with SpecCluster(scheduler=scheduler, workers=workers, silence_logs=40) as cluster:
+    with SpecCluster(scheduler=scheduler, workers=workers, silence_logs=logging.ERROR) as cluster:
         cluster.wait_for_workers(len(workers), timeout=120)
         yield cluster.scheduler_address

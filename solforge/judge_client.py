@@ -36,6 +36,21 @@ class JudgeOptions:
     iterations: int | None = None  # timed iterations per workload (the judge's default when None)
     staging_root: str | None = None  # where the judge builds; a shared one lets it reuse C++ builds
     extra_args: tuple[str, ...] = ()
+    worker_devices: dict[str, str] = field(default_factory=dict)  # in-process worker name -> CUDA_VISIBLE_DEVICES
+
+    def judge_env(self) -> dict[str, str]:
+        """This process's env, pinned to the device of the Dask worker running the judge (if known)."""
+        env = os.environ.copy()
+        if self.worker_devices:
+            from distributed import get_worker
+
+            try:
+                name = get_worker().name
+            except ValueError:  # not inside a Dask worker
+                return env
+            if name in self.worker_devices:
+                env["CUDA_VISIBLE_DEVICES"] = self.worker_devices[name]
+        return env
 
     def wall_limit_s(self, workloads: int) -> float:
         """A hard stop for the whole judge process, well past what the judge allows itself."""
@@ -99,7 +114,7 @@ def run_judge(problem: Problem, solution: Solution, opts: JudgeOptions) -> Judge
         try:
             proc = subprocess.run(
                 argv, capture_output=True, text=True, timeout=opts.wall_limit_s(len(problem.workloads)),
-                cwd=tmp, env=os.environ.copy(),
+                cwd=tmp, env=opts.judge_env(),
             )
         except subprocess.TimeoutExpired as e:
             wall = time.monotonic() - t0

@@ -15,8 +15,9 @@ import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Callable, Iterator
 
 
 class PrefectServerError(RuntimeError):
@@ -82,14 +83,37 @@ def stop_stale_server(pid_file: Path) -> None:
             pass
 
 
-@contextmanager
-def prefect_server(home: Path, *, port: int | None = None, timeout_s: float = 90.0) -> Iterator[dict[str, str]]:
-    """Start ``prefect server start`` with its state under ``home``; yield the env the clients need."""
+@dataclass
+class ServerHandle:
+    """A started ``prefect server`` process; ``env`` is what its clients need."""
+
+    proc: subprocess.Popen
+    env: dict[str, str]
+    pid_file: Path
+    log: IO[bytes]
+    timeout_s: float
+
+    def wait_ready(self) -> None:
+        wait_healthy(self.env["PREFECT_API_URL"], self.proc, self.timeout_s)
+
+    def stop(self) -> None:
+        self.pid_file.unlink(missing_ok=True)
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+
+def start_server(home: Path, *, port: int | None = None, timeout_s: float = 120.0) -> ServerHandle:
+    """Start ``prefect server start`` with its state under ``home``; returns before it is healthy."""
     home = Path(home).resolve()
     home.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     env = server_env(home)
-    api_url = f"http://127.0.0.1:{port}/api"
     pid_file = home / "server.pid"
     stop_stale_server(pid_file)
     log = open(home / "server.log", "ab")
@@ -98,48 +122,55 @@ def prefect_server(home: Path, *, port: int | None = None, timeout_s: float = 90
         env=os.environ | env,
         stdout=log,
         stderr=subprocess.STDOUT,
-        start_new_session=True,
+        start_new_session=True,  # stopped in order by stop(); a killed run's server is found by its pid file
     )
     pid_file.write_text(str(proc.pid))
-    try:
-        wait_healthy(api_url, proc, timeout_s)
-        yield env | {"PREFECT_API_URL": api_url}
-    finally:
-        pid_file.unlink(missing_ok=True)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        log.close()
+    return ServerHandle(proc, env | {"PREFECT_API_URL": f"http://127.0.0.1:{port}/api"}, pid_file, log, timeout_s)
 
 
 @contextmanager
-def prefect_api(data_dir: Path) -> Iterator[dict[str, str]]:
-    """The Prefect env for a run: the configured API if any, else one embedded server under the data dir.
+def prefect_server(home: Path, *, port: int | None = None, timeout_s: float = 120.0) -> Iterator[dict[str, str]]:
+    """A healthy server for the duration of the block; yields the env its clients need."""
+    handle = start_server(home, port=port, timeout_s=timeout_s)
+    try:
+        handle.wait_ready()
+        yield handle.env
+    finally:
+        handle.stop()
 
-    The returned variables are also exported to this process (and restored afterwards) so that the
-    flow and the Dask workers it starts talk to the same API.
+
+@dataclass(frozen=True)
+class PrefectAPI:
+    env: dict[str, str]
+    ready: Callable[[], None]
+
+
+@contextmanager
+def prefect_api(data_dir: Path) -> Iterator[PrefectAPI]:
+    """The Prefect API for a run: the configured one if ``PREFECT_API_URL`` is set, else one server under
+    ``data_dir/prefect``, started here and stopped at the end. Its variables are exported to this process
+    (and restored afterwards) so the flow and the Dask workers started after it share it. Call
+    ``ready()`` before the first flow: the server boots while the caller starts its workers.
     """
     if os.environ.get("PREFECT_API_URL"):
-        yield {"PREFECT_API_URL": os.environ["PREFECT_API_URL"]}
+        yield PrefectAPI({"PREFECT_API_URL": os.environ["PREFECT_API_URL"]}, lambda: None)
         return
-    with prefect_server(Path(data_dir) / "prefect") as env:
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            if "prefect" in sys.modules:  # settings already loaded from the old environment
-                from prefect.settings import PREFECT_API_URL, temporary_settings
+    handle = start_server(Path(data_dir) / "prefect")
+    env = handle.env
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        if "prefect" in sys.modules:  # settings already loaded from the old environment
+            from prefect.settings import PREFECT_API_URL, temporary_settings
 
-                with temporary_settings(updates={PREFECT_API_URL: env["PREFECT_API_URL"]}):
-                    yield env
+            with temporary_settings(updates={PREFECT_API_URL: env["PREFECT_API_URL"]}):
+                yield PrefectAPI(env, handle.wait_ready)
+        else:
+            yield PrefectAPI(env, handle.wait_ready)
+    finally:
+        handle.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
             else:
-                yield env
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+                os.environ[k] = v
