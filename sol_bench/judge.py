@@ -307,7 +307,6 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
         worker.request(("time", i % n_sets), st.remaining())
     base_threads = sandbox.thread_count(worker.pid)
     base_children = sandbox.descendants(worker.pid)
-    rtt_ms = worker.rtt_ms
 
     # 3. timed iterations
     rng = random.Random(sub_seed(st.wseed, "sample"))
@@ -329,7 +328,7 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
             samples.append(t_worker)
             leaks.append(max(0.0, t_all - t_worker))
         else:
-            samples.append(max(wall_ms - rtt_ms, 1e-6))
+            samples.append(max(wall_ms - worker.noop_wall_ms, 1e-6))
         walls.append(wall_ms)
         if sandbox.thread_count(worker.pid) > base_threads:
             raise RewardHack("the candidate started a thread during the timing phase")
@@ -341,16 +340,18 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
     ctx.phase["timing"] = ctx.phase.get("timing", 0.0) + time.monotonic() - t0
 
     stats = summarize(samples, "cuda_events+device_sync" if ctx.device.type == "cuda" else "judge_perf_counter")
-    median_wall = statistics.median(walls) - rtt_ms
+    # Both checks compare with a no-op iteration measured before the candidate's code was loaded.
+    excess_wall = statistics.median(walls) - worker.noop_wall_ms
     if ctx.device.type == "cuda":
-        leak = statistics.median(leaks)
-        if leak > 0.02 + 0.1 * stats.median_ms:
+        leak = statistics.median(leaks) - worker.noop_gap_ms
+        if leak > 0.05 + 0.1 * stats.median_ms:
             raise RewardHack(
                 f"work continued on another stream {leak:.3f} ms after the timed stream finished (side stream)"
             )
-        if stats.median_ms * 2 + 0.3 < median_wall:
+        if stats.median_ms * 2 + 0.15 < excess_wall:
             raise RewardHack(
-                f"reported {stats.median_ms:.4f} ms per call but the judge's clock saw {median_wall:.4f} ms (timer tampering)"
+                f"reported {stats.median_ms:.4f} ms per call but the judge's clock saw {excess_wall:.4f} ms more than "
+                "an empty call (timer tampering)"
             )
     t_sol, hw_name, sol_note = _sol_floor(ctx, w)
     if t_sol is not None and stats.median_ms < cfg.sol_margin * t_sol:

@@ -70,6 +70,8 @@ class Worker:
     own_children_before: set[int]
     info: dict = field(default_factory=dict)
     rtt_ms: float = 0.0  # median ping round trip, measured before the candidate's code was loaded
+    noop_wall_ms: float = 0.0  # median judge-clock time of a timed iteration that calls nothing (before load)
+    noop_gap_ms: float = 0.0  # median stream-end to device-idle gap of such an iteration (before load)
 
     @property
     def pid(self) -> int:
@@ -181,6 +183,16 @@ def start_worker(
                 raise JudgeError(f"the candidate process failed before loading the candidate: {e}") from e
             rtts.append(time.perf_counter() - p0)
         worker.rtt_ms = sorted(rtts)[len(rtts) // 2] * 1e3
+        # The fixed cost of one timed iteration (flush, resets, syncs, messages) with nothing called,
+        # and the gap between the timed stream's end and the device going idle when nothing leaks.
+        walls, gaps = [], []
+        for _ in range(15):
+            p0 = time.perf_counter()
+            r = worker.request(("time_noop",), timeout_s)
+            walls.append((time.perf_counter() - p0) * 1e3)
+            gaps.append(max(0.0, float(r[2]) - float(r[1])))
+        worker.noop_wall_ms = sorted(walls)[len(walls) // 2]
+        worker.noop_gap_ms = sorted(gaps)[len(gaps) // 2]
         reply = worker.request(("load",), timeout_s)
     except BaseException:
         worker.stop()

@@ -11,6 +11,7 @@ Messages (judge -> worker -> judge):
     ("register", j, inputs, outputs)   -> ("ok",)         tensors shared with the judge's memory
     ("call", j)                        -> ("ok",) | ("fail", kind, text)
     ("time", j)                        -> ("timed", ms, ms_until_idle, flags) | ("fail", kind, text)
+    ("time_noop",)                     -> ("timed", ...)  the same path, nothing called (calibration)
     ("ping",)                          -> ("pong",)
     ("exit",)
 """
@@ -109,6 +110,7 @@ def main() -> None:
 
     from multiprocessing.connection import Connection
 
+    torch.set_grad_enabled(False)  # like the reference: no autograd bookkeeping in timed calls
     conn = Connection(args.fd)
 
     def reply(*parts) -> None:
@@ -177,24 +179,28 @@ def main() -> None:
                 if on_cuda:
                     torch.cuda.synchronize(device)
                 reply("ok")
-            elif op == "time":
-                j = msg[1]
+            elif op in ("time", "time_noop"):
+                # time_noop: the same path with nothing called, for the judge's calibration before load
+                j = msg[1] if op == "time" else None
+                call = (lambda: invoke(j)) if j is not None else (lambda: None)
                 flags = []
                 if on_cuda:
                     persisting.reset()
                     flusher.flush()
                     torch.cuda.synchronize(device)
                     box = []
-                    t, t_all = time_one_cuda(lambda: box.append(invoke(j)), device)
+                    t, t_all = time_one_cuda(lambda: box.append(call()), device)
                     if persisting.pinned_bytes() > pinned_before:
                         flags.append("persisting-l2")
-                    deliver(j, box[0])
+                    if j is not None:
+                        deliver(j, box[0])
                     torch.cuda.synchronize(device)
                 else:
                     t0 = perf()
-                    res = invoke(j)
+                    res = call()
                     t = t_all = (perf() - t0) * 1e3
-                    deliver(j, res)
+                    if j is not None:
+                        deliver(j, res)
                 reply("timed", t, t_all, flags)
             elif op == "exit":
                 return

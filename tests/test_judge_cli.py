@@ -221,3 +221,23 @@ def test_problems_validate_json_one_object_per_problem(tmp_path):
     ok = solforge(tmp_path, "problems", "validate", str(root / "good"), "--json")
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert [json.loads(line)["valid"] for line in ok.stdout.splitlines()] == [True]
+
+
+# ------------------------------------------------------------------------------------ GPU suite (dry)
+
+
+def test_gpu_suite_dry_run_lists_and_validates_every_solution(tmp_path):
+    out = tmp_path / "suite.md"
+    r = _run([sys.executable, str(REPO / "bench" / "judge_gpu_suite.py"), "--device", "cpu", "--dry-run",
+              "--out", str(out), "--staging-root", str(tmp_path / "suite")], cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "0 broken" in r.stdout and "BAD " not in r.stdout
+    listed = out.read_text()
+    for e in corpus.entries("gpu"):
+        assert f"gpu/{e.name} " in listed and "cuda" in e.expect
+    for name in ("fixtures/rmsnorm_cuda_ptx", "fixtures/rmsnorm_triton", "honest/swiglu_cuda", "cheats/mutate_inputs"):
+        assert name in listed
+    assert "--device cpu --json --iterations 20 --warmup 3" in r.stdout
+    assert {"cuda_cpp", "triton", "pytorch", "cute_dsl"} <= {lang for e in corpus.entries("gpu") for lang in e.spec["languages"]}
+    refused = _run([sys.executable, str(REPO / "bench" / "judge_gpu_suite.py"), "--device", "cpu"], cwd=tmp_path)
+    assert refused.returncode == 2  # expectations are for CUDA: a real run on a CPU is refused
