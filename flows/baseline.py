@@ -1,4 +1,4 @@
-"""The baseline flow: measure each problem's eager reference T_b on the device and store it."""
+"""The baseline flow: measure each problem's T_b (best of eager, torch.compile, CUDA graphs) and store it."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _baseline_on(run_id: str, store_dir: str, dirs: list[str], options: JudgeOpt
     stored = []
     for d in dirs:
         with gpu():
-            rows = benchmark_baseline.submit(run_id, d, options)
+            rows = benchmark_baseline.submit(run_id, d, store_dir, options)
         stored.append(store_rows.submit(store_dir, "baselines", rows))
     return sum(f.result().written for f in stored)
 
@@ -33,7 +33,7 @@ def baseline(
     dask_address: str | None = None,
     timeout_s: float = 60.0,
 ) -> int:
-    """Judge every problem's reference as a solution; store its timings in ``baselines``; rows written."""
+    """Measure T_b of every problem on the device; store it in ``baselines``; returns the rows written."""
     store_dir = resolve_data_dir(data_dir)
     ResultStore(store_dir).ensure_layout()
     run_id = check_run_id(run_id or "baseline-" + new_run_id())

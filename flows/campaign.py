@@ -80,6 +80,20 @@ class _Progress:
             sys.stderr.write("\n")
 
 
+def baseline_times(store_dir: str, problem: str, device: str) -> dict[str, float]:
+    """Workload uuid -> the latest T_b measured for ``problem`` on ``device`` (empty: eager stands in)."""
+    con = connect(store_dir)
+    try:
+        rows = con.sql(
+            "SELECT workload_uuid, arg_max(latency_ms, created_at) AS t_b FROM baselines "
+            "WHERE problem = ? AND device = ? AND kind = 't_b' AND status = 'PASSED' GROUP BY 1",
+            params=[problem, device],
+        ).fetchall()
+    finally:
+        con.close()
+    return {uuid: t_b for uuid, t_b in rows if t_b}
+
+
 def _stored_count(store_dir: str, run_id: str) -> tuple[int, float, int]:
     con = connect(store_dir)
     try:
@@ -109,12 +123,14 @@ def campaign_rounds(
         staging_root=str(Path(cfg.data_dir).resolve() / "kernels_tmp"), worker_devices=worker_devices or {},
     )
     states = load_states(Path(cfg.data_dir), cfg.run_id, problems)
+    for st in states.values():
+        st.t_b_ms = baseline_times(cfg.data_dir, st.problem.name, device)
     stored, spent, last_round = _stored_count(cfg.data_dir, cfg.run_id)
     progress = _Progress(cfg.max_candidates, cfg.show_progress)
     progress.done = stored - sum(len(s.pending) for s in states.values())
 
     pending = [
-        submit_rejudge(cfg.run_id, cfg.data_dir, st.problem, cid, sol, options)
+        submit_rejudge(cfg.run_id, cfg.data_dir, st, cid, sol, options)
         for st in states.values() for cid, sol in st.pending
     ]
     for f in as_completed(pending):

@@ -37,8 +37,9 @@ class ProblemState:
 
     problem: Problem
     next_attempt: int = 0
-    history: list[AttemptFeedback] = field(default_factory=list)
+    history: list[Any] = field(default_factory=list)  # AttemptFeedback, or futures of this run's scores
     pending: list[tuple[str, Solution]] = field(default_factory=list)  # stored but never judged
+    t_b_ms: dict[str, float] = field(default_factory=dict)  # workload uuid -> measured T_b, if any
 
 
 def load_states(data_dir: Path, run_id: str, problems: list[Problem]) -> dict[str, ProblemState]:
@@ -72,13 +73,15 @@ def load_states(data_dir: Path, run_id: str, problems: list[Problem]) -> dict[st
 
 
 def submit_rejudge(
-    run_id: str, store_dir: str, problem: Problem, cid: str, solution: Solution, options: JudgeOptions
+    run_id: str, store_dir: str, state: ProblemState, cid: str, solution: Solution, options: JudgeOptions
 ) -> PrefectFuture:
     """Judge a candidate stored before a crash and never judged."""
+    problem = state.problem
     c = compile_candidate.submit(solution)
     with gpu():
         v = verify.submit(str(problem.path), c, options)
-    s = score.submit(run_id, cid, problem.name, c, v, options.device)
+    s = score.submit(run_id, cid, problem.name, c, v, options.device, state.t_b_ms)
+    state.history.append(s)
     return store_traces.submit(store_dir, s)
 
 
@@ -92,19 +95,18 @@ def submit_attempts(
 ) -> list[PrefectFuture]:
     """Chain ``n`` attempts on one problem; attempt k+1's generate waits for attempt k's score."""
     p = state.problem
-    prior: list[Any] = list(state.history)
     done: list[PrefectFuture] = []
     for k in range(n):
         attempt = state.next_attempt + k
         cid = candidate_id(run_id, p.name, attempt)
-        g = generate.submit(agent, str(p.path), list(prior), options.device)
+        g = generate.submit(agent, str(p.path), list(state.history), options.device)
         sc = store_candidate.submit(store_dir, run_id, cid, p.name, attempt, g)
         c = compile_candidate.submit(g)
         with gpu():
             v = verify.submit(str(p.path), c, options)
-        s = score.submit(run_id, cid, p.name, c, v, options.device)
+        s = score.submit(run_id, cid, p.name, c, v, options.device, state.t_b_ms)
         done.append(store_traces.submit(store_dir, s, wait_for=[sc]))
-        prior.append(s)
+        state.history.append(s)  # the next attempt, in this round or a later one, sees this one's feedback
     state.next_attempt += n
     return done
 
@@ -137,6 +139,6 @@ def _optimize_on(
 ) -> int:
     problem = load_problem(problem_dir)
     state = load_states(Path(store_dir), run_id, [problem])[name]
-    futures = [submit_rejudge(run_id, store_dir, problem, cid, sol, options) for cid, sol in state.pending]
+    futures = [submit_rejudge(run_id, store_dir, state, cid, sol, options) for cid, sol in state.pending]
     futures += submit_attempts(run_id, store_dir, state, max(0, attempts - state.next_attempt), agent, options)
     return sum(f.result().written > 0 for f in futures)

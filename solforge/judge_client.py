@@ -1,7 +1,8 @@
 """Calls the judge in its own process: ``<python> -m sol_bench eval PROBLEM --solution FILE --device D --json``.
 
 The process boundary is part of the judge's security, so the pipeline never imports the judge to run a
-candidate. The judge prints one Trace JSON per line (exit 0: all passed, 1: some failed, 2: bad input).
+candidate. The judge prints one Trace JSON per line (exit 0: all passed, 1: some failed, 2: bad input, 3: the
+judge's own error).
 Should the judge process itself die or overrun, every workload it did not report gets a trace saying so.
 """
 
@@ -23,6 +24,10 @@ from sol_bench.problem import Problem
 
 class JudgeInputError(Exception):
     """The judge refused its input (exit 2): a broken problem or solution file, not a verdict."""
+
+
+class JudgeInternalError(Exception):
+    """The judge itself failed (exit 3): its environment, not the candidate. Retried once, then fatal."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,8 @@ def run_judge(problem: Problem, solution: Solution, opts: JudgeOptions) -> Judge
     tail = proc.stderr[-2000:]
     if proc.returncode == 2:
         raise JudgeInputError(f"judge refused the input (exit 2): {tail.strip()[-500:]}")
+    if proc.returncode == 3:
+        raise JudgeInternalError(f"judge error (exit 3): {tail.strip()[-500:]}")
     known = {w.uuid for w in problem.workloads}
     traces = [t for t in parse_traces(proc.stdout) if t.workload.uuid in known]
     seen = {t.workload.uuid for t in traces}

@@ -1,8 +1,9 @@
 """verify: judge a candidate on a GPU worker, in the judge's own process.
 
 The judge checks correctness and times each workload in one isolated process (it also verifies the
-outputs of timed runs), so this one call yields both the verdict and the timings. No retries: a verdict
-is final. A compile error found on the CPU worker is reported without spending device time.
+outputs of timed runs), so this one call yields both the verdict and the timings. A verdict is final and
+never retried; only the judge's own failure (exit 3) is retried, once. A compile error found on the CPU
+worker is reported without spending device time.
 """
 
 from __future__ import annotations
@@ -12,12 +13,16 @@ from prefect.cache_policies import NO_CACHE
 
 from sol_bench.models import Environment, Evaluation, Status, Trace
 from sol_bench.problem import load_problem
-from solforge.judge_client import JudgeOptions, JudgeRun, run_judge
+from solforge.judge_client import JudgeInternalError, JudgeOptions, JudgeRun, run_judge
 
 from .common import Compiled
 
 
-@task(name="verify", cache_policy=NO_CACHE)
+def _judge_failed(task: object, task_run: object, state: object) -> bool:
+    return isinstance(state.result(raise_on_failure=False), JudgeInternalError)  # type: ignore[attr-defined]
+
+
+@task(name="verify", retries=1, retry_delay_seconds=2, retry_condition_fn=_judge_failed, cache_policy=NO_CACHE)
 def verify(problem_dir: str, compiled: Compiled | None, options: JudgeOptions) -> JudgeRun | None:
     if compiled is None:
         return None

@@ -97,7 +97,7 @@ def test_campaign_end_to_end_on_cpu(tmp_path, prefect_env):
 @pytest.mark.timeout(500)
 def test_kill_9_mid_run_then_resume_loses_nothing_and_doubles_nothing(tmp_path, prefect_env):
     data = tmp_path / "data"
-    cmd = _run_cmd(data, "killed", 4)
+    cmd = _run_cmd(data, "killed", 3)  # 3: the planner may stop a flat problem after 3 attempts
     proc = subprocess.Popen(cmd, env=_env(prefect_env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=REPO, start_new_session=True)
     traces_dir = data / "traces" / "run_id=killed"
@@ -111,10 +111,15 @@ def test_kill_9_mid_run_then_resume_loses_nothing_and_doubles_nothing(tmp_path, 
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     before = _counts(data, "killed")
-    assert 1 <= before["candidates"] < 4
+    assert 1 <= before["candidates"] < 3
     resumed = subprocess.run(cmd, env=_env(prefect_env), capture_output=True, text=True, timeout=240, cwd=REPO)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     after = _counts(data, "killed")
-    assert after == {"candidates": 4, "distinct_candidates": 4, "traces": 12, "distinct_traces": 12, "passed": 12}
-    attempts = query(data, "SELECT attempt FROM candidates WHERE run_id='killed' ORDER BY 1").column(0).to_pylist()
-    assert attempts == [0, 1, 2, 3]
+    assert after == {"candidates": 3, "distinct_candidates": 3, "traces": 9, "distinct_traces": 9, "passed": 9}
+    rows = query(data, "SELECT attempt, candidate_id FROM candidates WHERE run_id='killed' ORDER BY 1").to_pylist()
+    assert [r["attempt"] for r in rows] == [0, 1, 2]
+    # the reference agent names each proposal after the feedback it was given: every attempt saw all before it,
+    # across rounds and across the restart
+    names = [json.loads((data / "solutions" / "run_id=killed" / f"{r['candidate_id']}.json").read_text())["name"]
+             for r in rows]
+    assert names == [f"rmsnorm_small__reference_{i}" for i in range(3)]

@@ -112,3 +112,26 @@ def test_planner_with_fewer_slots_than_problems_picks_the_most_headroom():
 def test_planner_cost_lowers_the_share():
     alloc = RulePlanner().allocate([_stats("cheap"), _stats("dear", cost=5.0)], slots=8)
     assert alloc.attempts["cheap"] > alloc.attempts["dear"]
+
+
+def test_judge_internal_error_is_raised_not_a_verdict(problem, tmp_path):
+    from solforge.judge_client import JudgeInternalError
+
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'worker died before the candidate loaded' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    with pytest.raises(JudgeInternalError, match="exit 3"):
+        run_judge(problem, reference_solution(problem.definition), JudgeOptions(device="cpu", python=str(fake)))
+
+
+def test_campaign_scores_against_the_stored_t_b_of_the_same_device(tmp_path):
+    from flows.campaign import baseline_times
+    from solforge.store import ResultStore
+    from tasks.benchmark import baseline_rows
+
+    store = ResultStore(tmp_path)
+    recs = [{"problem": "p", "uuid": "w1", "eager_ms": 2.0, "t_b_ms": 0.5},
+            {"problem": "p", "uuid": "w2", "eager_ms": 4.0, "t_b_ms": 1.5}]
+    assert store.append("baselines", baseline_rows("b1", "cpu", recs)).written == 4
+    assert baseline_times(str(tmp_path), "p", "cpu") == {"w1": 0.5, "w2": 1.5}
+    assert baseline_times(str(tmp_path), "p", "cuda") == {}
