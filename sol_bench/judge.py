@@ -325,7 +325,9 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
         if "persisting-l2" in flags:
             raise RewardHack("the candidate set aside persisting L2 cache (data pinned across timed runs)")
         if ctx.device.type == "cuda":
-            samples.append(t_worker)
+            # All streams count: the later of the timed stream's end and the device going idle (less the
+            # sync gap of an empty call, measured before the candidate loaded).
+            samples.append(max(t_worker, t_all - worker.noop_gap_ms))
             leaks.append(max(0.0, t_all - t_worker))
         else:
             samples.append(max(wall_ms - worker.noop_wall_ms, 1e-6))
@@ -343,12 +345,15 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
     # Both checks compare with a no-op iteration measured before the candidate's code was loaded.
     excess_wall = statistics.median(walls) - worker.noop_wall_ms
     if ctx.device.type == "cuda":
+        # Side-stream work is timed (above); only a gross leak, work hidden on purpose, is flagged.
         leak = statistics.median(leaks) - worker.noop_gap_ms
-        if leak > 0.05 + 0.1 * stats.median_ms:
+        if leak > 0.1 + 0.5 * stats.median_ms:
             raise RewardHack(
                 f"work continued on another stream {leak:.3f} ms after the timed stream finished (side stream)"
             )
-        if stats.median_ms * 2 + 0.15 < excess_wall:
+        # A backstop for gross lies only: real iterations also pay GPU context switches between the judge's
+        # and the candidate's process that the empty call does not (about 0.5 ms seen on an H200).
+        if stats.median_ms * 3 + 1.0 < excess_wall:
             raise RewardHack(
                 f"reported {stats.median_ms:.4f} ms per call but the judge's clock saw {excess_wall:.4f} ms more than "
                 "an empty call (timer tampering)"

@@ -106,7 +106,7 @@ def main() -> None:
     import torch.multiprocessing  # noqa: F401 - registers the CUDA IPC rebuild functions for unpickling
 
     from .shared import attach
-    from .timing import L2Flusher, time_one_cuda
+    from .timing import CudaTimer, L2Flusher
 
     from multiprocessing.connection import Connection
 
@@ -121,6 +121,7 @@ def main() -> None:
     if on_cuda:
         torch.cuda.set_device(device)
     flusher = L2Flusher(device) if on_cuda else None
+    timer = CudaTimer(device) if on_cuda else None
     persisting = _Persisting() if on_cuda else None
     # The driver may report a non-zero default set-aside; only growth after the candidate loads counts.
     pinned_before = persisting.pinned_bytes() if on_cuda else 0
@@ -189,7 +190,7 @@ def main() -> None:
                     flusher.flush()
                     torch.cuda.synchronize(device)
                     box = []
-                    t, t_all = time_one_cuda(lambda: box.append(call()), device)
+                    t, t_all = timer.time(lambda: box.append(call()))
                     if persisting.pinned_bytes() > pinned_before:
                         flags.append("persisting-l2")
                     if j is not None:
