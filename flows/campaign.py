@@ -27,10 +27,12 @@ from solforge.planning.rules import RulePlanner
 from solforge.store import ResultStore, check_run_id
 from solforge.store.query import connect
 from solforge.store.stats import problem_stats
+from tasks.benchmark import benchmark_baseline
+from tasks.store import store_rows
 
 from .optimize import load_states, submit_attempts, submit_rejudge
 from .report import report
-from .runtime import artifact_key, dask_runtime
+from .runtime import artifact_key, dask_runtime, gpu
 from .runtime import data_dir as resolve_data_dir
 
 DEFAULT_PROBLEMS = "data/problems"
@@ -46,6 +48,7 @@ class CampaignConfig(BaseModel):
     budget_usd: float | None = None
     timeout_s: float = 60.0
     iterations: int | None = None
+    measure_baseline: bool = False
     show_progress: bool = False
 
 
@@ -123,6 +126,15 @@ def campaign_rounds(
         staging_root=str(Path(cfg.data_dir).resolve() / "kernels_tmp"), worker_devices=worker_devices or {},
     )
     states = load_states(Path(cfg.data_dir), cfg.run_id, problems)
+    if cfg.measure_baseline:
+        missing = [p for p in problems if not baseline_times(cfg.data_dir, p.name, device)]
+        measured = []
+        for p in missing:
+            with gpu():
+                rows = benchmark_baseline.submit(cfg.run_id, str(p.path), cfg.data_dir, options)
+            measured.append(store_rows.submit(cfg.data_dir, "baselines", rows))
+        for f in measured:
+            f.result()
     for st in states.values():
         st.t_b_ms = baseline_times(cfg.data_dir, st.problem.name, device)
     stored, spent, last_round = _stored_count(cfg.data_dir, cfg.run_id)
@@ -208,6 +220,7 @@ def campaign(
     run_id: str | None = None,
     timeout_s: float = 60.0,
     iterations: int | None = None,
+    measure_baseline: bool = False,
     show_progress: bool = False,
 ) -> dict[str, Any]:
     """Optimize many problems under the planner; returns the report (table + aggregates)."""
@@ -221,7 +234,7 @@ def campaign(
         agent=AgentSpec(kind=agent, language=language, model=model, api_base=api_base, budget_usd=budget_usd),
         max_candidates=max_candidates if max_candidates is not None else 3 * len(dirs),
         budget_minutes=budget_minutes, budget_usd=budget_usd, timeout_s=timeout_s, iterations=iterations,
-        show_progress=show_progress,
+        measure_baseline=measure_baseline, show_progress=show_progress,
     )
     store = ResultStore(store_dir)
     store.ensure_layout()
