@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.futures import as_completed
 from pydantic import BaseModel, Field
@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from agents.base import ProblemStats
 from sol_bench.problem import find_problems, load_problem
 from solforge.agent_spec import AgentSpec
-from solforge.judge_client import JudgeOptions
+from solforge.judge_client import JudgeOptions, restrict
 from solforge.planning.rules import RulePlanner
 from solforge.store import ResultStore, check_run_id
 from solforge.store.query import connect
@@ -48,6 +48,8 @@ class CampaignConfig(BaseModel):
     budget_usd: float | None = None
     timeout_s: float = 60.0
     iterations: int | None = None
+    max_workloads: int | None = None  # None: the device's default (JudgeOptions.cpu_limits)
+    max_workload_mib: float | None = None
     measure_baseline: bool = False
     show_progress: bool = False
 
@@ -115,7 +117,20 @@ def campaign_rounds(
 ) -> dict[str, Any]:
     t_start = time.monotonic()
     store = ResultStore(cfg.data_dir)
-    problems = [load_problem(p) for p in cfg.problem_dirs]
+    limits = JudgeOptions.cpu_limits(device)
+    if cfg.max_workloads is not None:
+        limits["max_workloads"] = cfg.max_workloads
+    if cfg.max_workload_mib is not None:
+        limits["max_workload_bytes"] = int(cfg.max_workload_mib * (1 << 20))
+    all_problems = [load_problem(p) for p in cfg.problem_dirs]
+    fits = [p for p in all_problems if restrict(p, JudgeOptions(**limits)) is not None]
+    if len(fits) < len(all_problems):
+        logger = get_run_logger()
+        logger.info(f"{len(all_problems) - len(fits)} of {len(all_problems)} problems have no workload within the "
+                    f"limits on {device} ({limits}); they are left out of this run")
+    if not fits:
+        raise ValueError(f"no problem has a workload within the limits on {device}: {limits}")
+    problems = [restrict(p, JudgeOptions(**limits)) for p in fits]
     store.append("problems", [
         {"run_id": cfg.run_id, "problem": p.name, "path": str(p.path), "op_type": p.definition.op_type,
          "workloads": len(p.workloads)}
@@ -124,6 +139,7 @@ def campaign_rounds(
     options = JudgeOptions(
         device=device, timeout_s=cfg.timeout_s, iterations=cfg.iterations,
         staging_root=str(Path(cfg.data_dir).resolve() / "kernels_tmp"), worker_devices=worker_devices or {},
+        **limits,
     )
     states = load_states(Path(cfg.data_dir), cfg.run_id, problems)
     if cfg.measure_baseline:
@@ -222,6 +238,8 @@ def campaign(
     iterations: int | None = None,
     measure_baseline: bool = False,
     show_progress: bool = False,
+    max_workloads: int | None = None,
+    max_workload_mib: float | None = None,
 ) -> dict[str, Any]:
     """Optimize many problems under the planner; returns the report (table + aggregates)."""
     store_dir = resolve_data_dir(data_dir)
@@ -234,7 +252,8 @@ def campaign(
         agent=AgentSpec(kind=agent, language=language, model=model, api_base=api_base, budget_usd=budget_usd),
         max_candidates=max_candidates if max_candidates is not None else 3 * len(dirs),
         budget_minutes=budget_minutes, budget_usd=budget_usd, timeout_s=timeout_s, iterations=iterations,
-        measure_baseline=measure_baseline, show_progress=show_progress,
+        measure_baseline=measure_baseline, show_progress=show_progress, max_workloads=max_workloads,
+        max_workload_mib=max_workload_mib,
     )
     store = ResultStore(store_dir)
     store.ensure_layout()

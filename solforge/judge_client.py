@@ -42,6 +42,13 @@ class JudgeOptions:
     staging_root: str | None = None  # where the judge builds; a shared one lets it reuse C++ builds
     extra_args: tuple[str, ...] = ()
     worker_devices: dict[str, str] = field(default_factory=dict)  # in-process worker name -> CUDA_VISIBLE_DEVICES
+    max_workloads: int | None = None  # judge only this many workloads per problem (the smallest by bytes)
+    max_workload_bytes: int | None = None  # ... and only those moving at most this many bytes
+
+    @classmethod
+    def cpu_limits(cls, device: str) -> dict[str, int | None]:
+        """Default workload limits: on a CPU the two smallest workloads of at most 64 MiB; none on a GPU."""
+        return {"max_workloads": 2, "max_workload_bytes": 64 << 20} if device == "cpu" else {}
 
     def judge_env(self) -> dict[str, str]:
         """This process's env, pinned to the device of the Dask worker running the judge (if known)."""
@@ -70,13 +77,27 @@ class JudgeRun:
     stderr_tail: str = ""
 
 
-def judge_argv(problem_dir: Path, solution_file: Path, opts: JudgeOptions) -> list[str]:
+def restrict(problem: Problem, opts: JudgeOptions) -> Problem | None:
+    """The workloads ``opts`` lets us judge (smallest first), or None when none is small enough."""
+    if opts.max_workloads is None and opts.max_workload_bytes is None:
+        return problem
+    ranked = problem.smallest_workloads(len(problem.workloads))
+    if opts.max_workload_bytes is not None:
+        by_id = {w.uuid: w for w in problem.workloads}
+        ranked = [u for u in ranked if problem.workload_bytes(by_id[u]) <= opts.max_workload_bytes]
+    if opts.max_workloads is not None:
+        ranked = ranked[: opts.max_workloads]
+    return problem.select(ranked) if ranked else None
+
+
+def judge_argv(problem_dir: Path, solution_file: Path, opts: JudgeOptions, workloads: list[str] | None = None) -> list[str]:
     return [
         opts.python, "-m", "sol_bench", "eval", str(problem_dir),
         "--solution", str(solution_file), "--device", opts.device, "--json",
         "--timeout", f"{opts.timeout_s:g}", "--compile-timeout", f"{opts.compile_timeout_s:g}",
         *(["--staging-root", opts.staging_root] if opts.staging_root else []),
         *(["--iterations", str(opts.iterations), "--warmup", str(min(10, opts.iterations))] if opts.iterations else []),
+        *[arg for uuid in workloads or [] for arg in ("--workload", uuid)],
         *opts.extra_args,
     ]
 
@@ -110,11 +131,13 @@ def _missing(problem: Problem, solution: Solution, seen: set[str], status: Statu
 
 
 def run_judge(problem: Problem, solution: Solution, opts: JudgeOptions) -> JudgeRun:
-    """Judge ``solution`` on every workload of ``problem``; always one trace per workload."""
+    """Judge ``solution`` on every workload of ``problem`` that ``opts`` allows; always one trace each."""
+    full = problem
+    problem = restrict(problem, opts) or full.select(full.smallest_workloads(1))
     with tempfile.TemporaryDirectory(prefix="solforge-judge-") as tmp:
         sol_file = Path(tmp) / "solution.json"
         sol_file.write_text(solution.model_dump_json())
-        argv = judge_argv(problem.path, sol_file, opts)
+        argv = judge_argv(problem.path, sol_file, opts, [w.uuid for w in problem.workloads] if problem is not full else None)
         t0 = time.monotonic()
         try:
             proc = subprocess.run(

@@ -61,9 +61,13 @@ class BatchValidator:
 
     def _context(self) -> Any:
         if self._ctx is None:
+            import logging
+
             import great_expectations as gx
             from great_expectations.data_context.types.base import ProgressBarsConfig
 
+            # One INFO line per batch about a temporary docs site would bury the run's own progress.
+            logging.getLogger("great_expectations").setLevel(logging.WARNING)
             self._ctx = gx.get_context(mode="ephemeral")
             self._ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
         return self._ctx
