@@ -55,8 +55,10 @@ def prefect_env(tmp_path_factory):
 
 
 def _run_cmd(data: Path, run_id: str, max_candidates: int) -> list[str]:
+    # --max-workloads 3: every workload of the fixture (the CPU default judges only the 2 smallest)
     return SOLFORGE + ["run", str(PROBLEMS), "--agent", "reference", "--device", "cpu", "--iterations", "2",
-                       "--max-candidates", str(max_candidates), "--data-dir", str(data), "--run-id", run_id, "--json"]
+                       "--max-workloads", "3", "--max-candidates", str(max_candidates), "--data-dir", str(data),
+                       "--run-id", run_id, "--json"]
 
 
 def _env(prefect_env: dict[str, str]) -> dict[str, str]:

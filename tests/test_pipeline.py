@@ -135,3 +135,23 @@ def test_campaign_scores_against_the_stored_t_b_of_the_same_device(tmp_path):
     assert store.append("baselines", baseline_rows("b1", "cpu", recs)).written == 4
     assert baseline_times(str(tmp_path), "p", "cpu") == {"w1": 0.5, "w2": 1.5}
     assert baseline_times(str(tmp_path), "p", "cuda") == {}
+
+
+def test_cpu_workload_limits_pick_the_smallest_workloads_within_the_byte_cap():
+    """The main job on a CPU must not try a 16k-token prefill: the judge client keeps small workloads only."""
+    from pathlib import Path
+
+    from sol_bench.problem import load_problem
+    from solforge.judge_client import JudgeOptions, judge_argv, restrict
+
+    problem = load_problem(Path(__file__).parent / "fixtures" / "problems" / "rmsnorm_small")
+    assert JudgeOptions.cpu_limits("cuda") == {}
+    cpu = JudgeOptions(**JudgeOptions.cpu_limits("cpu"))
+    assert [w.uuid for w in restrict(problem, cpu).workloads] == ["rms-1", "rms-7"]
+    # rms-64 moves 64*256*2*2 + 256*2 bytes; a cap just below it leaves the two smaller ones
+    capped = JudgeOptions(max_workload_bytes=problem.workload_bytes(problem.workloads[2]) - 1)
+    assert [w.uuid for w in restrict(problem, capped).workloads] == ["rms-1", "rms-7"]
+    assert restrict(problem, JudgeOptions(max_workload_bytes=10)) is None
+    assert restrict(problem, JudgeOptions()) is problem
+    argv = judge_argv(problem.path, Path("s.json"), cpu, ["rms-1", "rms-7"])
+    assert argv[argv.index("--workload") + 1] == "rms-1" and argv.count("--workload") == 2
