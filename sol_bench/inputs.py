@@ -98,6 +98,17 @@ def read_safetensors(path: Path, key: str) -> torch.Tensor:
     return t.view(dt).reshape(meta["shape"])
 
 
+def check_blobs(workloads, ctx: InputContext, where: str) -> None:
+    """Every safetensors blob the workloads name exists (checked before anything is judged or printed)."""
+    for w in workloads:
+        for name, src in w.inputs.items():
+            if src.type == "safetensors":
+                try:
+                    _blob(ctx, src.path, f"{where} (workload {w.uuid})")
+                except WorkloadError as e:
+                    raise WorkloadError(str(e).split(": ", 2)[-1], file=e.file, field=f"inputs.{name}.path") from None
+
+
 def _blob(ctx: InputContext, rel: str, where: str) -> Path:
     candidates = []
     if ctx.problem_dir is not None:

@@ -40,7 +40,7 @@ from .errors import (
     SolutionError,
     WrongNumbers,
 )
-from .inputs import InputContext, fresh_seed, make_inputs, output_specs, sub_seed
+from .inputs import InputContext, check_blobs, fresh_seed, make_inputs, output_specs, sub_seed
 from .models import (
     Correctness,
     Environment,
@@ -449,6 +449,8 @@ def evaluate(
             raise SolutionError(f"device {config.device!r} requested but no CUDA device is available", field="--device")
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
+    check_blobs(problem.workloads, InputContext(problem_dir=problem.path, data_root=config.data_root),
+                str(problem.path / "workload.jsonl"))
     seed = config.seed if config.seed is not None else fresh_seed()
     ctx = _Context(
         problem=problem,

@@ -184,8 +184,6 @@ def test_solforge_eval_bad_input_exits_2(case, tmp_path):
     assert file_part in r.stderr and field_part in r.stderr, r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="judge bug: a missing safetensors blob of a later workload is found only when "
-                   "that workload is judged, after earlier traces were printed (bad input must write nothing)")  # fmt: skip
 def test_missing_blob_of_a_later_workload_prints_no_trace(tmp_path):
     pdir = corpus.materialize("scale_blob", tmp_path / "problems")
     lines = (pdir / "workload.jsonl").read_text().splitlines()
@@ -196,6 +194,7 @@ def test_missing_blob_of_a_later_workload_prints_no_trace(tmp_path):
     r = sol_bench_eval(tmp_path, str(pdir), "--solution", str(sol), "--json", *FAST)
     assert r.returncode == 2, r.stderr[-2000:]
     assert r.stdout == ""
+    assert "workload.jsonl" in r.stderr and "inputs.w.path" in r.stderr and "missing.safetensors" in r.stderr
 
 
 # ---------------------------------------------------------------------------------------- validate
