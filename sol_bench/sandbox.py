@@ -187,18 +187,44 @@ def become_subreaper() -> None:
         _libc().prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
-def kill_tree(pid: int, own_children_before: set[int] | None = None) -> int:
-    """SIGKILL the candidate's session, its descendants and orphans re-parented to us. Returns the count."""
-    victims = {pid} | descendants(pid) | session_members(pid)
-    if own_children_before is not None:
-        me = os.getpid()
-        victims |= {c for c in descendants(me) if c not in own_children_before}
-    victims.discard(os.getpid())
-    n = 0
-    for v in victims:
-        try:
-            os.kill(v, signal.SIGKILL)
-            n += 1
-        except ProcessLookupError:
-            pass
-    return n
+def kill_tree(pid: int, own_children_before: set[int] | None = None, rounds: int = 5) -> int:
+    """SIGKILL the candidate's session, its descendants and orphans re-parented to us. Returns the count.
+
+    Scans again until a scan finds nothing alive: a process may fork between a scan and its kill.
+    """
+    import time
+
+    killed: set[int] = set()
+    for _ in range(rounds):
+        victims = {pid} | descendants(pid) | session_members(pid)
+        if own_children_before is not None:
+            me = os.getpid()
+            victims |= {c for c in descendants(me) if c not in own_children_before}
+        victims.discard(os.getpid())
+        alive = {v for v in victims if _stat(v) is not None and not _is_zombie(v)}
+        if not alive:
+            break
+        for v in alive:
+            try:
+                os.kill(v, signal.SIGKILL)
+                killed.add(v)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    me = os.getpid()
+    for v in killed - {pid}:  # orphans re-parented to us: reap them (the worker itself is its Popen's to reap)
+        st = _stat(v)
+        if st is not None and st[0] == me:
+            try:
+                os.waitpid(v, os.WNOHANG)
+            except ChildProcessError:
+                pass
+    return len(killed)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        data = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return data[data.rindex(")") + 2] == "Z"

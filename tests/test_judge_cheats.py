@@ -79,8 +79,6 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.xfail(strict=False, reason="observed once under load: the setsid grandchild was still running (not a zombie) "
-                   "after evaluate() returned; not yet diagnosed")
 def test_daemon_grandchild_is_gone_after_evaluate(tmp_path, staging):
     traces, _ = run_entry(corpus.entry("cheats", "daemon_grandchild"), tmp_path, staging, first_workloads=1)
     assert traces[0].evaluation.status is Status.PASSED, traces[0].evaluation.log
