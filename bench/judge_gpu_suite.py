@@ -62,6 +62,9 @@ class Case:
     expect: dict[str, str]  # workload uuid or "*" -> status
     accept: list[str] = field(default_factory=list)  # other statuses that also count as caught
     languages: list[str] = field(default_factory=list)
+    # A cheat that PASSES was not rewarded only if it was timed honestly: {"at_least_ms": x} and/or
+    # {"at_least_fraction_of": "<label of an honest case on the same problem>", "fraction": f}.
+    if_passed: dict = field(default_factory=dict)
 
     def expected(self, uuid: str) -> str:
         return self.expect.get(uuid, self.expect.get("*", "?"))
@@ -101,6 +104,36 @@ def _accept(e: corpus.Entry, kind: str) -> list[str]:
     return list(meta.get("accept", {}).get(kind, []))
 
 
+def _if_passed(e: corpus.Entry, kind: str) -> dict:
+    meta = json.loads((e.path / "meta.json").read_text())
+    return dict(meta.get("if_passed", {}).get(kind, {}))
+
+
+def check_honest_timing(results: list[Result]) -> None:
+    """A cheat that PASSED must show an honest latency; otherwise its result becomes an error."""
+    by_label = {r.case.label: r for r in results}
+    for r in results:
+        rule = r.case.if_passed
+        if not rule or r.skipped or r.error:
+            continue
+        for uuid, status in r.statuses.items():
+            if status != Status.PASSED.value:
+                continue
+            got = r.latency_ms.get(uuid)
+            floor = float(rule.get("at_least_ms", 0.0))
+            ref_label = rule.get("at_least_fraction_of")
+            if ref_label:
+                ref = by_label.get(ref_label)
+                ref_ms = ref.latency_ms.get(uuid) if ref else None
+                if ref_ms is None:
+                    r.error = f"{uuid}: PASSED, but the honest case {ref_label} did not run to compare with (add it)"
+                    break
+                floor = max(floor, float(rule.get("fraction", 0.5)) * ref_ms)
+            if got is None or got < floor:
+                r.error = f"{uuid}: PASSED with {got} ms, under the honest floor {floor:.4f} ms: the cheat was rewarded"
+                break
+
+
 def build_cases(work: Path, kind: str, workloads: int, all_corpus: bool) -> list[Case]:
     """Materialize problems under ``work/problems`` and write every solution JSON under ``work/solutions``."""
     chosen: list[corpus.Entry] = list(corpus.entries("gpu"))
@@ -125,7 +158,7 @@ def build_cases(work: Path, kind: str, workloads: int, all_corpus: bool) -> list
         path = e.write_solution_json(work / "solutions" / e.group / f"{e.name}.json", **params)
         label = f"{e.group}/{e.name}"
         accept = _accept(e, kind) + EXTRA_ACCEPT.get(label, [])
-        cases.append(Case(label, e.problem, path, expect, accept, list(e.spec["languages"])))
+        cases.append(Case(label, e.problem, path, expect, accept, list(e.spec["languages"]), _if_passed(e, kind)))
     for path in sorted(FIXTURE_SOLUTIONS.glob("*.json")):
         sol = load_solution(path)
         problem_dir(sol.definition)
@@ -274,6 +307,10 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(r)
                 mark = "skip" if r.skipped else ("ok" if r.ok else "FAIL")
                 print(f"{mark:4} {r.case.label:40} {r.seconds:6.1f} s  {r.statuses or r.skipped or r.error}", flush=True)
+        check_honest_timing(results)
+        for r in results:
+            if r.error and r.case.if_passed:
+                print(f"FAIL {r.case.label:40} {r.error}", flush=True)
         text = table(results, args.device) + f"\nTotal wall time: {time.monotonic() - t0:.0f} s.\n"
         print(text)
         if args.out:
