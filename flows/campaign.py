@@ -123,14 +123,14 @@ def campaign_rounds(
     if cfg.max_workload_mib is not None:
         limits["max_workload_bytes"] = int(cfg.max_workload_mib * (1 << 20))
     all_problems = [load_problem(p) for p in cfg.problem_dirs]
-    fits = [p for p in all_problems if restrict(p, JudgeOptions(**limits)) is not None]
-    if len(fits) < len(all_problems):
+    allowed = JudgeOptions(**limits)
+    problems = [r for r in (restrict(p, allowed) for p in all_problems) if r is not None]
+    if len(problems) < len(all_problems):
         logger = get_run_logger()
-        logger.info(f"{len(all_problems) - len(fits)} of {len(all_problems)} problems have no workload within the "
+        logger.info(f"{len(all_problems) - len(problems)} of {len(all_problems)} problems have no workload within the "
                     f"limits on {device} ({limits}); they are left out of this run")
-    if not fits:
+    if not problems:
         raise ValueError(f"no problem has a workload within the limits on {device}: {limits}")
-    problems = [restrict(p, JudgeOptions(**limits)) for p in fits]
     store.append("problems", [
         {"run_id": cfg.run_id, "problem": p.name, "path": str(p.path), "op_type": p.definition.op_type,
          "workloads": len(p.workloads)}

@@ -8,7 +8,6 @@ default), which is what CI can verify.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -112,6 +111,3 @@ def trim_log(text: str, limit: int = 6000) -> str:
     out = ("\n".join(errors) + "\n...\n" + tail) if errors else tail
     return out[-limit:]
 
-
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "") not in ("", "0")

@@ -67,6 +67,14 @@ def compile_only(args: argparse.Namespace, src: Path, build: Path) -> None:
             sys.exit(1)
 
 
+def torch_arch_list(arch: str) -> str:
+    """'sm_90a' -> '9.0a', 'sm_80' -> '8.0' (torch.utils.cpp_extension's spelling)."""
+    num = arch.removeprefix("sm_")
+    suffix = "a" if num.endswith("a") else ""
+    digits = num.removesuffix("a")
+    return f"{digits[:-1]}.{digits[-1]}{suffix}"
+
+
 def main() -> None:
     args = _parse()
     root = args.staging.resolve()
@@ -79,8 +87,7 @@ def main() -> None:
         compile_only(args, src, build)
         (build / "artifact.txt").write_text("")
         return
-    num = args.arch.removeprefix("sm_")
-    os.environ["TORCH_CUDA_ARCH_LIST"] = f"{num[:-2] if num.endswith('a') else num[:-1]}.{num[-2:] if num.endswith('a') else num[-1]}"
+    os.environ["TORCH_CUDA_ARCH_LIST"] = torch_arch_list(args.arch)
     from torch.utils import cpp_extension
 
     module = cpp_extension.load(

@@ -56,7 +56,7 @@ from .problem import Problem
 from .reference import Reference, load_reference
 from .runner import Worker, candidate_env, start_worker
 from .shared import SharedArena
-from .staging import Staged, check_shadowing, stage
+from .staging import check_shadowing, stage
 from .timing import sm_clock_mhz, summarize, time_callable
 
 log = logging.getLogger(__name__)

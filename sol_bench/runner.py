@@ -69,7 +69,6 @@ class Worker:
     log_path: Path
     own_children_before: set[int]
     info: dict = field(default_factory=dict)
-    rtt_ms: float = 0.0  # median ping round trip, measured before the candidate's code was loaded
     noop_wall_ms: float = 0.0  # median judge-clock time of a timed iteration that calls nothing (before load)
     noop_gap_ms: float = 0.0  # median stream-end to device-idle gap of such an iteration (before load)
 
@@ -173,22 +172,16 @@ def start_worker(
     worker = Worker(proc=proc, conn=conn, log_path=log_path, own_children_before=before)
     t0 = time.monotonic()
     try:
-        # Round-trip time measured before candidate code is imported, so the candidate cannot inflate it.
-        rtts = []
-        for _ in range(21):
-            p0 = time.perf_counter()
-            try:
-                worker.request(("ping",), timeout_s)
-            except CandidateFailure as e:  # no candidate code has run yet: the judge's environment is broken
-                raise JudgeError(f"the candidate process failed before loading the candidate: {e}") from e
-            rtts.append(time.perf_counter() - p0)
-        worker.rtt_ms = sorted(rtts)[len(rtts) // 2] * 1e3
-        # The fixed cost of one timed iteration (flush, resets, syncs, messages) with nothing called,
-        # and the gap between the timed stream's end and the device going idle when nothing leaks.
+        # Measured before candidate code is imported, so the candidate cannot inflate them: the fixed cost
+        # of one timed iteration (flush, resets, syncs, messages) with nothing called, and the gap between
+        # the timed stream's end and the device going idle when nothing leaks.
         walls, gaps = [], []
         for _ in range(15):
             p0 = time.perf_counter()
-            r = worker.request(("time_noop",), timeout_s)
+            try:
+                r = worker.request(("time_noop",), timeout_s)
+            except CandidateFailure as e:  # no candidate code has run yet: the judge's environment is broken
+                raise JudgeError(f"the candidate process failed before loading the candidate: {e}") from e
             walls.append((time.perf_counter() - p0) * 1e3)
             gaps.append(max(0.0, float(r[2]) - float(r[1])))
         worker.noop_wall_ms = sorted(walls)[len(walls) // 2]

@@ -37,10 +37,6 @@ class Staged:
     build: Path
     run: Path
 
-    @property
-    def entry_path(self) -> Path:
-        raise NotImplementedError
-
 
 def solution_key(solution: Solution) -> str:
     h = hashlib.sha256()

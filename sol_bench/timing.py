@@ -85,20 +85,6 @@ def sm_clock_mhz(device: torch.device) -> float | None:
         return None
 
 
-def time_one_cuda(fn: Callable[[], object], device: torch.device) -> tuple[float, float]:
-    """One timed call on CUDA: (start→end on the calling stream, start→device idle) in ms."""
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    end_all = torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    torch.cuda.synchronize(device)
-    end_all.record()
-    end_all.synchronize()
-    return start.elapsed_time(end), start.elapsed_time(end_all)
-
-
 class CudaTimer:
     """The CUDA timing primitives, taken from torch's C types when the timer is made.
 
@@ -141,6 +127,7 @@ def time_callable(
         raise ValueError("iterations must be >= 1")
     if device.type == "cuda":
         flusher = L2Flusher(device) if flush_l2 else None
+        timer = CudaTimer(device)
         for _ in range(warmup):
             if before_each:
                 before_each()
@@ -153,7 +140,7 @@ def time_callable(
             if flusher:
                 flusher.flush()
             torch.cuda.synchronize(device)
-            t, t_all = time_one_cuda(fn, device)
+            t, t_all = timer.time(fn)
             samples.append(t)
             leaks.append(max(0.0, t_all - t))
         return summarize(samples, "cuda_events", sm_clock_mhz(device), statistics.median(leaks))

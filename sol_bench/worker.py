@@ -12,7 +12,6 @@ Messages (judge -> worker -> judge):
     ("call", j)                        -> ("ok",) | ("fail", kind, text)
     ("time", j)                        -> ("timed", ms, ms_until_idle, flags) | ("fail", kind, text)
     ("time_noop",)                     -> ("timed", ...)  the same path, nothing called (calibration)
-    ("ping",)                          -> ("pong",)
     ("exit",)
 """
 
@@ -125,6 +124,9 @@ def main() -> None:
     persisting = _Persisting() if on_cuda else None
     # The driver may report a non-zero default set-aside; only growth after the candidate loads counts.
     pinned_before = persisting.pinned_bytes() if on_cuda else 0
+    # Bound methods taken now: patching CudaTimer / L2Flusher / _Persisting after load cannot reach them.
+    if on_cuda:
+        timed, flush, reset_l2, pinned = timer.time, flusher.flush, persisting.reset, persisting.pinned_bytes
     exact_tensor = torch.Tensor
     perf = time.perf_counter
     dps = args.dps == "1"
@@ -163,9 +165,7 @@ def main() -> None:
             return
         op = msg[0]
         try:
-            if op == "ping":
-                reply("pong")
-            elif op == "load":
+            if op == "load":
                 fn = _load_entry(args)
                 reply("ok", {"sandbox": desc, "pid": os.getpid(), "persisting_l2_default": pinned_before})
             elif op == "register":
@@ -186,12 +186,12 @@ def main() -> None:
                 call = (lambda: invoke(j)) if j is not None else (lambda: None)
                 flags = []
                 if on_cuda:
-                    persisting.reset()
-                    flusher.flush()
+                    reset_l2()
+                    flush()
                     torch.cuda.synchronize(device)
                     box = []
-                    t, t_all = timer.time(lambda: box.append(call()))
-                    if persisting.pinned_bytes() > pinned_before:
+                    t, t_all = timed(lambda: box.append(call()))
+                    if pinned() > pinned_before:
                         flags.append("persisting-l2")
                     if j is not None:
                         deliver(j, box[0])

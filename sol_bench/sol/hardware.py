@@ -8,7 +8,6 @@ CPU or an unknown GPU has a roofline too.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import re

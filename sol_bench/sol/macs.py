@@ -70,7 +70,6 @@ def _dot(args, kwargs, out):
 def _convolution(args, kwargs, out):
     x, w = args[0], args[1]
     transposed = bool(args[6]) if len(args) > 6 else bool(kwargs.get("transposed", False))
-    groups = int(args[8]) if len(args) > 8 else int(kwargs.get("groups", 1))
     kernel = _numel(w.shape[2:])
     if transposed:
         # weight [C_in, C_out/groups, k...]: every input element scatters into C_out/groups * k outputs.
