@@ -32,7 +32,7 @@ def _json_lines(argv: list[str]) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("problems", type=Path, help="A problem directory or a directory of problems.")
+    ap.add_argument("problems", type=Path, nargs="+", help="Problem directories or directories of problems.")
     ap.add_argument("--output", "-o", type=Path, required=True, help="Markdown file to write.")
     ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N.")
     ap.add_argument("--hardware", default="H200", help="SOL hardware model (B200, H200, H100, measured, auto).")
@@ -40,16 +40,21 @@ def main() -> None:
     ap.add_argument("--variants", help="Comma-separated baseline variants [all the device supports].")
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iterations", type=int, default=50)
+    ap.add_argument("--max-workloads", type=int, help="Only the N smallest workloads of each problem.")
+    ap.add_argument("--json-out", type=Path, help="Also write {workload uuid: T_b ms} here (for bench_offline_agents).")
     args = ap.parse_args()
+    problems = [str(p) for p in args.problems]
 
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = args.data_dir or Path(tmp)
-        base_argv = ["baseline", str(args.problems), "--device", args.device, "--data-dir", str(data_dir), "--json",
+        base_argv = ["baseline", *problems, "--device", args.device, "--data-dir", str(data_dir), "--json",
                      "--warmup", str(args.warmup), "--iterations", str(args.iterations)]  # fmt: skip
         if args.variants:
             base_argv += ["--variants", args.variants]
+        if args.max_workloads:
+            base_argv += ["--max-workloads", str(args.max_workloads)]
         baselines = _json_lines(base_argv)
-        sols = _json_lines(["sol", str(args.problems), "--hardware", args.hardware, "--device", args.device, "--json"])
+        sols = _json_lines(["sol", *problems, "--hardware", args.hardware, "--device", args.device, "--json"])
 
     sol_by_key = {(s["problem"], s["uuid"]): s for s in sols}
     device = baselines[0]["device_name"] if baselines else args.device
@@ -75,6 +80,8 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)
+    if args.json_out:
+        args.json_out.write_text(json.dumps({b["uuid"]: b["t_b_ms"] for b in baselines}, indent=1) + "\n")
     print(text, end="")
 
 

@@ -48,11 +48,13 @@ def geomean(xs: list[float]) -> float | None:
 
 
 def judge(problem_dir: Path, solution_json: str, device: str, timeout: int, work: Path, name: str,
-          baselines: dict[str, float]) -> Result:
+          baselines: dict[str, float], max_workloads: int | None = None) -> Result:
     path = work / f"{name}.json"
     path.write_text(solution_json)
     cmd = [sys.executable, "-m", "sol_bench", "eval", str(problem_dir), "--solution", str(path), "--json",
            "--device", device]  # fmt: skip
+    if max_workloads:
+        cmd += ["--max-workloads", str(max_workloads)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
     res = Result(name, [], [], [], [])
     for line in out.stdout.splitlines():
@@ -82,25 +84,30 @@ def fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("problems", type=Path)
+    ap.add_argument("problems", type=Path, nargs="+", help="problem directories or directories of problems")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--max-candidates", type=int, default=16)
     ap.add_argument("--timeout", type=int, default=600, help="seconds per candidate judgement")
     ap.add_argument("--baselines", type=Path, help="JSON object: workload uuid -> T_b in ms (optimised baseline)")
+    ap.add_argument("--max-workloads", type=int, help="judge only the N smallest workloads of each problem")
     ap.add_argument("-o", "--output", type=Path, default=Path("offline_agents.md"))
+    ap.add_argument("--json-out", type=Path, help="also write one JSON object per problem here (for merging runs)")
     args = ap.parse_args()
 
     baselines = json.loads(args.baselines.read_text()) if args.baselines else {}
     rows, best_speedups, best_tb, best_sol = [], [], [], []
+    records: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for pdir in find_problems(args.problems):
+        for pdir in [d for root in args.problems for d in find_problems(root)]:
             problem = load_problem(pdir)
+            if args.max_workloads:
+                problem = problem.select(problem.smallest_workloads(args.max_workloads))
             agent = OfflineAgent(max_candidates=args.max_candidates)
             history: list[AttemptFeedback] = []
             results: list[Result] = []
             while (cand := agent.propose(problem, history, args.device)) is not None:
                 r = judge(pdir, cand.solution.model_dump_json(), args.device, args.timeout, Path(tmp), cand.solution.name,
-                          baselines)
+                          baselines, args.max_workloads)
                 results.append(r)
                 fb = tuple(WorkloadFeedback(w.uuid, s) for w, s in zip(problem.workloads, r.statuses))
                 history.append(AttemptFeedback(cand.solution.name, cand.solution, fb))
@@ -111,6 +118,7 @@ def main() -> int:
             n_pass = f"{len(passing)}/{len(results)}"
             if best is None:
                 rows.append(f"| {problem.name} | – (none passed) | {n_pass} | – | – | – |")
+                records.append({"problem": problem.name, "best": None, "passed": len(passing), "tried": len(results)})
                 continue
             g, tb = geomean(best.speedups), geomean(best.vs_tb)
             sol = sorted(best.sol)[len(best.sol) // 2] if best.sol else None
@@ -118,13 +126,15 @@ def main() -> int:
             best_tb += [tb] if tb else []
             best_sol += [sol] if sol is not None else []
             short = best.name.removeprefix(problem.name + "__")
+            records.append({"problem": problem.name, "best": short, "passed": len(passing), "tried": len(results),
+                            "speedup": g, "vs_tb": tb, "sol_score": sol})  # fmt: skip
             rows.append(f"| {problem.name} | {short} | {n_pass} | {fmt(g, suffix='×')} | {fmt(tb, suffix='×')} "
                         f"| {fmt(sol)} |")  # fmt: skip
 
     median_sol = sorted(best_sol)[len(best_sol) // 2] if best_sol else None
     beat_tb = sum(x > 1 for x in best_tb)
     lines = [
-        f"# Offline agents on {args.problems} ({args.device})",
+        f"# Offline agents on {', '.join(map(str, args.problems))} ({args.device})",
         "",
         f"- problems: {len(rows)}; geomean speedup vs eager: {fmt(geomean(best_speedups), suffix='×')}; "
         f"vs T_b: {fmt(geomean(best_tb), suffix='×')} ({beat_tb}/{len(best_tb)} beat T_b); "
@@ -135,6 +145,8 @@ def main() -> int:
         *rows,
     ]  # fmt: skip
     args.output.write_text("\n".join(lines) + "\n")
+    if args.json_out:
+        args.json_out.write_text("".join(json.dumps(r) + "\n" for r in records))
     print("\n".join(lines))
     return 0
 

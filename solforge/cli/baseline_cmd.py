@@ -23,10 +23,12 @@ from .options import data_dir_option, json_option
 @click.option("--iterations", default=50, show_default=True, help="Timed iterations per variant.")
 @click.option("--seed", default=0, show_default=True, help="Input seed.")
 @click.option("--data-root", type=click.Path(path_type=Path), help="Where safetensors inputs live.")
+@click.option("--max-workloads", type=click.IntRange(min=1),
+              help="Time only the N workloads of each problem that move the fewest bytes.")
 @click.option("--no-save", is_flag=True, help="Measure and print only; store nothing.")
 @json_option
-def baseline_command(problem_dirs, device, data_dir, variants, warmup, iterations, seed, data_root, no_save,
-                     as_json) -> None:  # fmt: skip
+def baseline_command(problem_dirs, device, data_dir, variants, warmup, iterations, seed, data_root, max_workloads,
+                     no_save, as_json) -> None:  # fmt: skip
     """Time eager and T_b = best of torch.compile modes and CUDA-graph replay, per workload of each problem.
 
     Stored as DATA_DIR/baselines/<device>/<problem>.json (one record per workload). A PROBLEM_DIR may hold
@@ -57,7 +59,10 @@ def baseline_command(problem_dirs, device, data_dir, variants, warmup, iteration
         if not dirs:
             raise click.BadParameter(f"{root}: no definition.json at or below it", param_hint="PROBLEM_DIR")
         for d in dirs:
-            records = measure_baselines(load_problem(d), config)
+            problem = load_problem(d)
+            if max_workloads is not None:
+                problem = problem.select(problem.smallest_workloads(max_workloads))
+            records = measure_baselines(problem, config)
             where = None if no_save else save_baselines(data_dir, records)
             for r in records:
                 if as_json:
