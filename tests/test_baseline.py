@@ -71,3 +71,22 @@ def test_torch_compile_variant_on_cpu():
     assert set(r.variants) | set(r.failed) == {EAGER, COMPILE_DEFAULT}
     assert r.t_b_ms == min(r.variants.values())
     assert r.variants[r.best_variant] == r.t_b_ms
+
+
+def test_baseline_cli_max_workloads_times_only_the_smallest(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from sol_bench.problem import load_problem
+    from solforge.cli import cli
+
+    pdir = Path(__file__).parent / "fixtures/problems/rmsnorm_small"
+    problem = load_problem(pdir)
+    assert len(problem.workloads) > 1
+    res = CliRunner().invoke(cli, ["baseline", str(pdir), "--variants", "eager", "--warmup", "1", "--iterations", "2",
+                                   "--max-workloads", "1", "--no-save", "--json", "--data-dir", str(tmp_path)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    records = [json.loads(line) for line in res.output.splitlines() if line.startswith("{")]
+    smallest = min(problem.workloads, key=problem.workload_bytes)
+    assert [r["uuid"] for r in records] == [smallest.uuid]
