@@ -41,6 +41,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--max-workloads", type=int, help="Only the N smallest workloads of each problem.")
+    ap.add_argument("--records", type=Path,
+                    help="Render from these saved `solforge baseline --json` lines instead of measuring (T_SOL is "
+                         "computed here: it needs no GPU).")  # fmt: skip
     ap.add_argument("--json-out", type=Path, help="Also write {workload uuid: T_b ms} here (for bench_offline_agents).")
     args = ap.parse_args()
     problems = [str(p) for p in args.problems]
@@ -53,7 +56,10 @@ def main() -> None:
             base_argv += ["--variants", args.variants]
         if args.max_workloads:
             base_argv += ["--max-workloads", str(args.max_workloads)]
-        baselines = _json_lines(base_argv)
+        if args.records:
+            baselines = [json.loads(line) for line in args.records.read_text().splitlines() if line.startswith("{")]
+        else:
+            baselines = _json_lines(base_argv)
         sols = _json_lines(["sol", *problems, "--hardware", args.hardware, "--device", args.device, "--json"])
 
     sol_by_key = {(s["problem"], s["uuid"]): s for s in sols}

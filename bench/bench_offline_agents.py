@@ -78,6 +78,43 @@ def judge(problem_dir: Path, solution_json: str, device: str, timeout: int, work
     return res
 
 
+def prebuild(problems: list, device: str, per_problem: int, jobs: int, timeout_s: float = 600.0) -> None:
+    """Build the C++/CUDA candidates the agent will try first, ``jobs`` at once, into the judge's build cache.
+
+    The judge caches builds by source hash under its staging root (``kernels_tmp``, relative to the repo,
+    as ``sol_bench eval`` uses), so the sequential judging below finds them built. Candidates that later
+    depend on feedback are simply built on demand.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agents.offline.agent import plan
+    from sol_bench.build import plan_build, run_build
+    from sol_bench.errors import CandidateTimeout, CompileFailure
+    from sol_bench.runner import candidate_env
+    from sol_bench.staging import stage
+
+    todo = []
+    for problem in problems:
+        for i, planned in enumerate(plan(problem, device)):
+            if i >= per_problem:
+                break
+            if planned.solution.spec.is_cpp:
+                todo.append(planned.solution)
+
+    def build(sol) -> str:
+        staged = stage(sol, REPO / "kernels_tmp")
+        try:
+            r = run_build(plan_build(sol, staged, device, candidate_env(staged, device)), timeout_s)
+            return f"built {sol.name} in {r.seconds:.0f} s" if not r.cached else f"cached {sol.name}"
+        except (CompileFailure, CandidateTimeout) as e:
+            return f"failed {sol.name}: {str(e).splitlines()[-1:]}"
+
+    print(f"prebuilding {len(todo)} C++ candidates, {jobs} at once", flush=True)
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        for line in pool.map(build, todo):
+            print(line, flush=True)
+
+
 def fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
     return "–" if x is None else f"{x:{spec}}{suffix}"
 
@@ -91,14 +128,19 @@ def main() -> int:
     ap.add_argument("--baselines", type=Path, help="JSON object: workload uuid -> T_b in ms (optimised baseline)")
     ap.add_argument("--max-workloads", type=int, help="judge only the N smallest workloads of each problem")
     ap.add_argument("-o", "--output", type=Path, default=Path("offline_agents.md"))
+    ap.add_argument("--prebuild-jobs", type=int, default=0,
+                    help="build the first candidates' C++ sources this many at once before judging (GPU runs)")
     ap.add_argument("--json-out", type=Path, help="also write one JSON object per problem here (for merging runs)")
     args = ap.parse_args()
 
     baselines = json.loads(args.baselines.read_text()) if args.baselines else {}
     rows, best_speedups, best_tb, best_sol = [], [], [], []
     records: list[dict] = []
+    pdirs = [d for root in args.problems for d in find_problems(root)]
+    if args.prebuild_jobs:
+        prebuild([load_problem(d) for d in pdirs], args.device, args.max_candidates, args.prebuild_jobs)
     with tempfile.TemporaryDirectory() as tmp:
-        for pdir in [d for root in args.problems for d in find_problems(root)]:
+        for pdir in pdirs:
             problem = load_problem(pdir)
             if args.max_workloads:
                 problem = problem.select(problem.smallest_workloads(args.max_workloads))

@@ -1,0 +1,21 @@
+# Problem sets used by the H200 session scripts (paths relative to the repo root).
+OFFLINE_SET="
+data/problems/L1/rmsnorm_fwd_h4096_eps5_bf16
+data/problems/L1/rmsnorm_fwd_h7168_eps6_bf16
+data/problems/L1/rmsnorm_unit_offset_fwd_h3072_eps6_bf16
+data/problems/L1/swiglu_fwd_i14336_bf16
+data/problems/L1/gelu_quick_f4096_tok257_bf16
+data/problems/L1/gelu_tanh_f4608_tok256_bf16
+data/problems/L1/decode_attention_q32_kv8_d128_bf16
+data/problems/L1/decode_attention_q64_kv8_d128_bf16
+data/problems/L1/linear_k4096_n4096_bf16
+data/problems/L1/linear_bias_k3584_n512_bf16
+data/problems/L1/linear_k8192_n1024_bf16
+data/problems/L1/layernorm_fwd_h1024_eps5_tok257_bf16
+data/problems/L1/softmax_v128256_fp32
+data/problems/L1/rope_q32_kv8_d128_theta10000_bf16
+data/problems/L1/groupnorm_silu_c640_g32_s32_eps5_bf16
+data/problems/L1/moe_softmax_topk_e60_k4
+data/problems/L2/encoder_attention_h768_heads12_n197_bf16
+data/problems/L2/mlp_gelu_exact_k768_i3072_n768_tok197_bf16
+"
