@@ -5,7 +5,7 @@ Adding a family: write a module with a ``Family`` and list it in ``FAMILIES``.
 
 from __future__ import annotations
 
-from . import elementwise, matmul, rmsnorm, rowwise
+from . import attention, elementwise, matmul, rmsnorm, rowwise
 from .base import Binding, Family, Renderer, build_solution
 
 FAMILIES: tuple[Family, ...] = (
@@ -14,7 +14,7 @@ FAMILIES: tuple[Family, ...] = (
     rowwise.SOFTMAX,
     elementwise.FAMILY,
     matmul.GEMM,
-    matmul.ATTENTION,
+    attention.ATTENTION,
 )
 
 __all__ = ["FAMILIES", "Binding", "Family", "Renderer", "build_solution"]

@@ -32,6 +32,7 @@ class Renderer:
     grid: Mapping[str, tuple[Any, ...]]
     render: Callable[[Problem, Binding, Mapping[str, Any]], str]
     file: str = "kernel.py"
+    accepts: Callable[[Binding], bool] = lambda b: True  # a binding this language cannot handle (head dim, ...)
 
     def variants(self) -> list[dict[str, Any]]:
         keys = list(self.grid)

@@ -1,11 +1,10 @@
-"""GEMM with an epilogue (bias, activation) and scaled-dot-product attention.
+"""GEMM with an epilogue (bias, activation); attention lives in attention.py.
 
 Reference shape (GEMM): ops {mm|addmm|matmul, t/permute, casts, add, relu|gelu|silu}; inputs a [..., K],
 b [N, K] (linear weight) or [K, N], optional bias [N]; output [..., N].
 Kernel: tiled tl.dot (WGMMA on Hopper) with fp32 accumulators, grouped program order for L2 reuse, the
 epilogue applied before the one store. Launcher: grid = cdiv(M, BM) * cdiv(N, BN).
-Attention: a PyTorch SDPA candidate (flash / memory-efficient backends); a Triton flash-attention
-template is future work. Notes at the bottom.
+Notes at the bottom.
 """
 
 from __future__ import annotations
@@ -138,41 +137,5 @@ GEMM = Family(
     ),
 )
 
-# ---------------------------------------------------------------------------------------------- attention
-
-
-def match_attention(problem: Problem, sig: OpSignature) -> list[Binding]:
-    sdpa = any(op.startswith("_scaled_dot_product") for op in sig.ops)
-    if not (sdpa or (sig.has("_softmax") and sig.has_any("bmm", "matmul"))):
-        return []
-    d = problem.definition
-    tensors = [n for n, s in d.inputs.items() if not s.is_scalar]
-    if len(tensors) != 3 or len(d.outputs) != 1 or any(s.is_scalar for s in d.inputs.values()):
-        return []
-    q, k, v = tensors
-    out = next(iter(d.outputs.values())).shape
-    if out != d.inputs[q].shape or len(out or []) != 4:
-        return []
-    roles = {"q": q, "k": k, "v": v}
-    return [Binding(roles, {"causal": False}), Binding(roles, {"causal": True})]
-
-
-def render_attention_pytorch(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
-    q, k, v = b.roles["q"], b.roles["k"], b.roles["v"]
-    return f"""import torch
-import torch.nn.functional as F
-
-{py_signature(problem)}
-    gqa = {q}.shape[1] != {k}.shape[1]
-    {_out(problem)}.copy_(F.scaled_dot_product_attention({q}, {k}, {v}, is_causal={b.consts["causal"]}, enable_gqa=gqa))
-"""
-
-
-ATTENTION = Family(
-    name="attention",
-    match=match_attention,
-    renderers=(Renderer("pytorch", False, {}, render_attention_pytorch),),
-)
-
 # Notes: the GEMM template handles K not a multiple of BK by masking; for bf16 inputs tl.dot accumulates in
-# fp32 like cuBLAS. Attention assumes the [B, H, S, D] layout; other layouts fail the judge's shape check.
+# fp32 like cuBLAS.

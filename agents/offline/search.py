@@ -1,0 +1,101 @@
+"""Which planned candidate to try next, given the judge's verdicts so far (deterministic).
+
+Order: (1) untried grid neighbours (one parameter one step up or down) of each group's fastest passing
+variant, the fastest group first: a hill climb that follows measured latency and stops where no neighbour
+is faster; (2) the first variant of a
+group not tried yet, in plan order, so every family and language gets measured; (3) the rest in plan
+order. Skipped: variants already proposed; groups whose attempts crashed or failed to build with none
+passing; groups that after ``drop_after`` judged tries are all slower than the best other group by more
+than ``drop_margin`` (a failed variant counts as infinitely slow).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..base import AttemptFeedback
+
+BROKEN = frozenset({"COMPILE_ERROR", "RUNTIME_ERROR"})
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    group: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    latency: float  # geometric mean over workloads in ms; inf when not passed
+    broken: bool
+
+
+def verdict(a: AttemptFeedback) -> Verdict:
+    broken = any(w.status in BROKEN for w in a.workloads)
+    lats = [w.latency_ms for w in a.workloads]
+    if not a.passed:
+        return Verdict(math.inf, broken)
+    if any(x is None or x <= 0 for x in lats):
+        return Verdict(math.nan, broken)  # passed without a latency (a CPU run): comparable to nothing
+    return Verdict(math.exp(sum(math.log(x) for x in lats) / len(lats)), broken)  # type: ignore[arg-type]
+
+
+def _steps(options: Sequence[Option]) -> dict[tuple[str, str], list[Any]]:
+    """Per (group, parameter): its values in grid order (numbers ascending, others as first planned)."""
+    seen: dict[tuple[str, str], list[Any]] = {}
+    for o in options:
+        for k, v in o.params.items():
+            vals = seen.setdefault((o.group, k), [])
+            if v not in vals:
+                vals.append(v)
+    for key, vals in seen.items():
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+            vals.sort()
+    return seen
+
+
+def neighbours(a: Option, b: Option, steps: Mapping[tuple[str, str], list[Any]]) -> bool:
+    if a.group != b.group or a.params.keys() != b.params.keys():
+        return False
+    diff = [k for k in a.params if a.params[k] != b.params[k]]
+    if len(diff) != 1:
+        return False
+    vals = steps[(a.group, diff[0])]
+    return abs(vals.index(a.params[diff[0]]) - vals.index(b.params[diff[0]])) == 1
+
+
+@dataclass(frozen=True)
+class SearchPolicy:
+    drop_after: int = 3
+    drop_margin: float = 1.5
+
+    def next(self, options: Sequence[Option], proposed: set[str], verdicts: Mapping[str, Verdict]) -> Option | None:
+        judged = [(o, verdicts[o.name]) for o in options if o.name in verdicts]
+        by_group: dict[str, list[Verdict]] = {}
+        for o, v in judged:
+            by_group.setdefault(o.group, []).append(v)
+        skip = {g for g, vs in by_group.items() if any(v.broken for v in vs) and all(v.latency == math.inf for v in vs)}
+        best = {g: min((v.latency for v in vs if not math.isnan(v.latency)), default=math.inf) for g, vs in by_group.items()}
+        for g, vs in by_group.items():
+            others = min((b for h, b in best.items() if h != g), default=math.inf)
+            if len(vs) >= self.drop_after and others < math.inf and best[g] > self.drop_margin * others:
+                skip.add(g)
+        open_ = [o for o in options if o.name not in proposed and o.name not in verdicts and o.group not in skip]
+        if not open_:
+            return None
+        steps = _steps(options)
+        leaders: dict[str, tuple[float, int, Option]] = {}
+        for i, (o, v) in enumerate(judged):
+            if v.latency < math.inf and (o.group not in leaders or v.latency < leaders[o.group][0]):
+                leaders[o.group] = (v.latency, i, o)
+        for _, _, won in sorted(leaders.values(), key=lambda t: t[:2]):
+            if won.group in skip:
+                continue
+            for o in open_:
+                if neighbours(won, o, steps):
+                    return o
+        touched = {o.group for o in options if o.name in proposed or o.name in verdicts}
+        return next((o for o in open_ if o.group not in touched), open_[0])
