@@ -35,6 +35,11 @@ def markdown(run_id: str, rows: list[dict[str, Any]], agg: dict[str, Any]) -> st
     return "\n".join(lines) + "\n"
 
 
+def table_rows(rows: list[dict[str, Any]], digits: int = 4) -> list[dict[str, Any]]:
+    """The rows as the table artifact shows them: floats rounded (the returned report keeps full precision)."""
+    return [{k: round(v, digits) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
+
+
 def build_report(store_dir: str, run_id: str) -> dict[str, Any]:
     results = problem_results(store_dir, run_id)
     rows = [asdict(r) for r in results]
@@ -47,6 +52,8 @@ def report(run_id: str, data_dir: str | None = None) -> dict[str, Any]:
     """Publish the run's result table and aggregates as Prefect artifacts; return them."""
     out = build_report(str(resolve_data_dir(data_dir)), run_id)
     if out["problems"]:
-        create_table_artifact(key=artifact_key("results", run_id), table=out["problems"], description=f"run {run_id}")
-    create_markdown_artifact(key=artifact_key("report", run_id), markdown=out["markdown"], description=f"run {run_id}")
+        create_table_artifact(key=artifact_key("results", run_id), table=table_rows(out["problems"]),
+                              description=f"run {run_id}: best result per problem")
+    create_markdown_artifact(key=artifact_key("report", run_id), markdown=out["markdown"],
+                             description=f"run {run_id}: per-problem table and aggregates")
     return out
