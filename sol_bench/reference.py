@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import sys
 import types
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -18,8 +20,12 @@ class Reference:
 
 
 def load_reference(definition: Definition) -> Reference:
-    module = types.ModuleType(f"solforge_reference_{abs(hash(definition.name))}")
+    digest = hashlib.sha256(f"{definition.name}\0{definition.reference}".encode()).hexdigest()[:16]
+    module = types.ModuleType(f"solforge_reference_{digest}")
     module.__file__ = f"<reference of {definition.name}>"
+    # torch.compile (Dynamo, torch 2.11) re-imports a function's module by name to read its globals; a
+    # module missing from sys.modules made every compiled baseline of the reference fail there.
+    sys.modules[module.__name__] = module
     try:
         code = compile(definition.reference, module.__file__, "exec")
         exec(code, module.__dict__)  # noqa: S102 - the reference is the problem's own source

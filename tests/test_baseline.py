@@ -90,3 +90,13 @@ def test_baseline_cli_max_workloads_times_only_the_smallest(tmp_path):
     records = [json.loads(line) for line in res.output.splitlines() if line.startswith("{")]
     smallest = min(problem.workloads, key=problem.workload_bytes)
     assert [r["uuid"] for r in records] == [smallest.uuid]
+
+
+def test_reference_module_is_importable_by_name():
+    """Dynamo (torch 2.11) imports the reference's module by name when compiling it (H200 run, 2026-11-30)."""
+    import importlib
+
+    problem = load_problem(Path(__file__).parent / "fixtures/problems/rmsnorm_small")
+    ref = load_reference(problem.definition)
+    assert importlib.import_module(ref.module.__name__) is ref.module
+    assert ref.run.__module__ == ref.module.__name__
