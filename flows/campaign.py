@@ -16,7 +16,6 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
-from prefect.futures import as_completed
 from pydantic import BaseModel, Field
 
 from agents.base import ProblemStats
@@ -30,7 +29,7 @@ from solforge.store.stats import problem_stats
 from tasks.benchmark import benchmark_baseline
 from tasks.store import store_rows
 
-from .optimize import load_states, submit_attempts, submit_rejudge
+from .optimize import collect, load_states, submit_attempts, submit_rejudge
 from .report import report
 from .runtime import artifact_key, dask_runtime, gpu
 from .runtime import data_dir as resolve_data_dir
@@ -157,20 +156,20 @@ def campaign_rounds(
     progress = _Progress(cfg.max_candidates, cfg.show_progress)
     progress.done = stored - sum(len(s.pending) for s in states.values())
 
-    pending = [
-        submit_rejudge(cfg.run_id, cfg.data_dir, st, cid, sol, options)
-        for st in states.values() for cid, sol in st.pending
-    ]
-    for f in as_completed(pending):
-        f.result()
+    pending = [submit_rejudge(cfg.run_id, st, cid, sol, options) for st in states.values() for cid, sol in st.pending]
+    for _ in collect(store, cfg.run_id, pending):
         progress.step("resumed")
 
     planner = RulePlanner()
     rnd = last_round + 1
     last_counts: dict[str, int] = {}
     stop_reason = "candidate cap reached"
+    before: int | None = None  # candidates stored before the last round
     while True:
         stored, spent, _ = _stored_count(cfg.data_dir, cfg.run_id)
+        if stored == before:
+            stop_reason = "agents have nothing more to try"
+            break
         remaining = cfg.max_candidates - stored
         if remaining <= 0:
             break
@@ -196,25 +195,19 @@ def campaign_rounds(
         if sum(alloc.attempts.values()) == 0:
             stop_reason = "planner stopped every problem"
             break
-        futures = []
+        submitted = []
         for name, n in alloc.attempts.items():
             if n > 0:
-                futures += submit_attempts(cfg.run_id, cfg.data_dir, states[name], n, cfg.agent, options)
-        written = 0
-        for f in as_completed(futures):
-            res = f.result()
-            written += res.written
+                submitted += submit_attempts(cfg.run_id, states[name], n, cfg.agent, options)
+        for _ in collect(store, cfg.run_id, submitted):
             progress.step(f"round {rnd}")
         last_counts = dict(alloc.attempts)
         create_markdown_artifact(
             key=artifact_key("progress", cfg.run_id),
-            markdown=f"round {rnd}: {len(futures)} attempts submitted; planner: "
+            markdown=f"round {rnd}: {len(submitted)} attempts submitted; planner: "
             + "; ".join(f"{p}: {r}" for p, r in alloc.reasons.items()),
         )
-        stored_now, _, _ = _stored_count(cfg.data_dir, cfg.run_id)
-        if stored_now == stored:
-            stop_reason = "agents have nothing more to try"
-            break
+        before = stored
         rnd += 1
     progress.close()
     return {"stop_reason": stop_reason, "wall_s": time.monotonic() - t_start}

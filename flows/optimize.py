@@ -1,6 +1,12 @@
 """The per-problem optimization loop: generate -> compile -> verify -> score -> store, each attempt's
 feedback going to the agent's next ``propose``. The campaign submits these chains for many problems at
 once; ``optimize`` runs one problem on its own.
+
+Every step is its own Prefect task run, but a Dask submission costs ~0.2 s of Prefect context
+serialization and hydration, so an attempt is two submissions: ``prepare`` (CPU worker: generate and
+compile as nested task runs) and ``judge`` (GPU worker: verify and score). The flow process runs
+store-candidate and store-traces as each result arrives (``collect``), with one ResultStore whose
+validation suites are built once, and off the GPU slot.
 """
 
 from __future__ import annotations
@@ -8,10 +14,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from prefect import flow
-from prefect.futures import PrefectFuture
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+from prefect.futures import PrefectFuture, as_completed
 
 from agents.base import AttemptFeedback
 from sol_bench.models import Solution
@@ -21,10 +28,11 @@ from solforge.judge_client import JudgeOptions
 from solforge.store import ResultStore
 from solforge.store.query import connect
 from solforge.store.rows import candidate_id, feedback
+from tasks.common import Compiled, Prepared, Scored
 from tasks.compile import compile_candidate
 from tasks.generate import generate
 from tasks.score import score
-from tasks.store import solution_path, store_candidate, store_traces
+from tasks.store import Stored, solution_path, store_candidate, store_traces
 from tasks.verify import verify
 
 from .runtime import data_dir as resolve_data_dir
@@ -72,40 +80,86 @@ def load_states(data_dir: Path, run_id: str, problems: list[Problem]) -> dict[st
     return states
 
 
+@task(name="prepare", cache_policy=NO_CACHE)
+def prepare(agent: AgentSpec, problem_dir: str, history: list[Any], device: str) -> Prepared:
+    """generate -> compile on one CPU worker."""
+    g = generate(agent, problem_dir, history, device)
+    return Prepared(generated=g, compiled=compile_candidate(g))
+
+
+@task(name="judge", cache_policy=NO_CACHE)
+def judge(
+    problem_dir: str, prepared: Prepared | Compiled | None, options: JudgeOptions,
+    run_id: str, cid: str, problem: str, t_b_ms: dict[str, float],
+) -> Scored:
+    """verify -> score on a GPU worker (submitted under ``gpu()``)."""
+    compiled = prepared.compiled if isinstance(prepared, Prepared) else prepared
+    return score(run_id, cid, problem, compiled, verify(problem_dir, compiled, options), options.device, t_b_ms)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One submitted attempt; ``prepared`` is None for a candidate stored before a crash."""
+
+    cid: str
+    problem: str
+    attempt: int
+    prepared: PrefectFuture | None
+    judged: PrefectFuture
+
+
+def collect(store: ResultStore, run_id: str, attempts: list[Attempt]) -> Iterator[Stored]:
+    """Store each attempt's candidate when its ``prepare`` is done and its traces when its ``judge`` is;
+    yields the traces' Stored, in the order the verdicts arrive. A candidate row is always stored before
+    its traces, so a resumed run finds every judged candidate."""
+    by_id: dict[Any, tuple[Attempt, bool]] = {}
+    for a in attempts:
+        if a.prepared is not None:
+            by_id[a.prepared.task_run_id] = (a, False)
+        by_id[a.judged.task_run_id] = (a, True)
+    unstored = {a.cid: a for a in attempts if a.prepared is not None}
+
+    def store_candidate_of(a: Attempt) -> None:
+        if unstored.pop(a.cid, None) is not None:
+            store_candidate(store, run_id, a.cid, a.problem, a.attempt, a.prepared.result().generated)
+
+    for f in as_completed([f for a in attempts for f in (a.prepared, a.judged) if f is not None]):
+        a, is_verdict = by_id[f.task_run_id]
+        store_candidate_of(a)
+        if is_verdict:
+            yield store_traces(store, f.result())
+
+
 def submit_rejudge(
-    run_id: str, store_dir: str, state: ProblemState, cid: str, solution: Solution, options: JudgeOptions
-) -> PrefectFuture:
+    run_id: str, state: ProblemState, cid: str, solution: Solution, options: JudgeOptions
+) -> Attempt:
     """Judge a candidate stored before a crash and never judged."""
     problem = state.problem
     c = compile_candidate.submit(solution)
     with gpu():
-        v = verify.submit(str(problem.path), c, options)
-    s = score.submit(run_id, cid, problem.name, c, v, options.device, state.t_b_ms)
+        s = judge.submit(str(problem.path), c, options, run_id, cid, problem.name, state.t_b_ms)
     state.history.append(s)
-    return store_traces.submit(store_dir, s)
+    return Attempt(cid, problem.name, -1, None, s)
 
 
 def submit_attempts(
     run_id: str,
-    store_dir: str,
     state: ProblemState,
     n: int,
     agent: AgentSpec,
     options: JudgeOptions,
-) -> list[PrefectFuture]:
-    """Chain ``n`` attempts on one problem; attempt k+1's generate waits for attempt k's score."""
+) -> list[Attempt]:
+    """Chain ``n`` attempts on one problem; attempt k+1's generate waits for attempt k's score.
+    Pass them to ``collect``, which stores them."""
     p = state.problem
-    done: list[PrefectFuture] = []
+    done: list[Attempt] = []
     for k in range(n):
         attempt = state.next_attempt + k
         cid = candidate_id(run_id, p.name, attempt)
-        g = generate.submit(agent, str(p.path), list(state.history), options.device)
-        sc = store_candidate.submit(store_dir, run_id, cid, p.name, attempt, g)
-        c = compile_candidate.submit(g)
+        c = prepare.submit(agent, str(p.path), list(state.history), options.device)
         with gpu():
-            v = verify.submit(str(p.path), c, options)
-        s = score.submit(run_id, cid, p.name, c, v, options.device, state.t_b_ms)
-        done.append(store_traces.submit(store_dir, s, wait_for=[sc]))
+            s = judge.submit(str(p.path), c, options, run_id, cid, p.name, state.t_b_ms)
+        done.append(Attempt(cid, p.name, attempt, c, s))
         state.history.append(s)  # the next attempt, in this round or a later one, sees this one's feedback
     state.next_attempt += n
     return done
@@ -139,6 +193,6 @@ def _optimize_on(
 ) -> int:
     problem = load_problem(problem_dir)
     state = load_states(Path(store_dir), run_id, [problem])[name]
-    futures = [submit_rejudge(run_id, store_dir, state, cid, sol, options) for cid, sol in state.pending]
-    futures += submit_attempts(run_id, store_dir, state, max(0, attempts - state.next_attempt), agent, options)
-    return sum(f.result().written > 0 for f in futures)
+    submitted = [submit_rejudge(run_id, state, cid, sol, options) for cid, sol in state.pending]
+    submitted += submit_attempts(run_id, state, max(0, attempts - state.next_attempt), agent, options)
+    return sum(r.written > 0 for r in collect(ResultStore(store_dir), run_id, submitted))

@@ -28,6 +28,14 @@ class Compiled:
 
 
 @dataclass(frozen=True)
+class Prepared:
+    """generate and compile of one attempt, from one CPU-worker submission."""
+
+    generated: Generated
+    compiled: Compiled | None
+
+
+@dataclass(frozen=True)
 class Scored:
     candidate_id: str
     rows: list[dict[str, Any]] = field(default_factory=list)

@@ -29,6 +29,11 @@ def solution_path(data_dir: str | Path, run_id: str, candidate_id: str) -> Path:
     return Path(data_dir) / "solutions" / f"run_id={run_id}" / f"{candidate_id}.json"
 
 
+def _store(data_dir: str | ResultStore) -> ResultStore:
+    # a caller that stores many batches passes its ResultStore, whose validation suites are built once
+    return data_dir if isinstance(data_dir, ResultStore) else ResultStore(data_dir)
+
+
 def _write(store: ResultStore, table: str, rows: list[dict[str, Any]]) -> Stored:
     r = store.append(table, rows)
     return Stored(table=table, written=r.written, skipped=r.skipped, rejected=str(r.rejected) if r.rejected else None)
@@ -40,19 +45,22 @@ def store_rows(data_dir: str, table: str, rows: list[dict[str, Any]]) -> Stored:
 
 
 @task(name="store-candidate", retries=2, retry_delay_seconds=1, retry_condition_fn=transient, cache_policy=NO_CACHE)
-def store_candidate(data_dir: str, run_id: str, candidate_id: str, problem: str, attempt: int, generated: Generated) -> Stored | None:
+def store_candidate(
+    data_dir: str | ResultStore, run_id: str, candidate_id: str, problem: str, attempt: int, generated: Generated
+) -> Stored | None:
     """The solution file first, then its row: a row always has its solution on disk."""
     if generated.candidate is None:
         return None
-    path = solution_path(data_dir, run_id, candidate_id)
+    store = _store(data_dir)
+    path = solution_path(store.data_dir, run_id, candidate_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
     tmp.write_text(generated.candidate.solution.model_dump_json())
     os.replace(tmp, path)
     row = candidate_row(run_id, candidate_id, problem, attempt, generated.candidate, generated.seconds)
-    return _write(ResultStore(data_dir), "candidates", [row])
+    return _write(store, "candidates", [row])
 
 
 @task(name="store-traces", retries=2, retry_delay_seconds=1, retry_condition_fn=transient, cache_policy=NO_CACHE)
-def store_traces(data_dir: str, scored: Scored) -> Stored:
-    return _write(ResultStore(data_dir), "traces", scored.rows)
+def store_traces(data_dir: str | ResultStore, scored: Scored) -> Stored:
+    return _write(_store(data_dir), "traces", scored.rows)
