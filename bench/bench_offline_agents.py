@@ -17,7 +17,7 @@ import math
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,6 +36,7 @@ class Result:
     speedups: list[float]
     vs_tb: list[float]
     sol: list[float]
+    latencies: dict[str, float] = field(default_factory=dict)  # workload uuid -> T_k ms
 
     @property
     def passed(self) -> bool:
@@ -68,6 +69,7 @@ def judge(problem_dir: Path, solution_json: str, device: str, timeout: int, work
         if not t_k:
             continue
         res.speedups.append(perf["speedup_factor"])
+        res.latencies[trace["workload"]["uuid"]] = t_k
         t_b = baselines.get(trace["workload"]["uuid"])
         if t_b:
             res.vs_tb.append(t_b / t_k)
@@ -136,6 +138,14 @@ def main() -> int:
     baselines = json.loads(args.baselines.read_text()) if args.baselines else {}
     rows, best_speedups, best_tb, best_sol = [], [], [], []
     records: list[dict] = []
+    if args.json_out:
+        args.json_out.write_text("")
+
+    def save(record: dict) -> None:
+        """One line per problem as soon as it is done, so a run cut by a time limit keeps what it finished."""
+        if args.json_out:
+            with args.json_out.open("a") as f:
+                f.write(json.dumps(record) + "\n")
     pdirs = [d for root in args.problems for d in find_problems(root)]
     if args.prebuild_jobs:
         prebuild([load_problem(d) for d in pdirs], args.device, args.max_candidates, args.prebuild_jobs)
@@ -161,6 +171,7 @@ def main() -> int:
             if best is None:
                 rows.append(f"| {problem.name} | – (none passed) | {n_pass} | – | – | – |")
                 records.append({"problem": problem.name, "best": None, "passed": len(passing), "tried": len(results)})
+                save(records[-1])
                 continue
             g, tb = geomean(best.speedups), geomean(best.vs_tb)
             sol = sorted(best.sol)[len(best.sol) // 2] if best.sol else None
@@ -169,7 +180,8 @@ def main() -> int:
             best_sol += [sol] if sol is not None else []
             short = best.name.removeprefix(problem.name + "__")
             records.append({"problem": problem.name, "best": short, "passed": len(passing), "tried": len(results),
-                            "speedup": g, "vs_tb": tb, "sol_score": sol})  # fmt: skip
+                            "speedup": g, "vs_tb": tb, "sol_score": sol, "latencies_ms": best.latencies})  # fmt: skip
+            save(records[-1])
             rows.append(f"| {problem.name} | {short} | {n_pass} | {fmt(g, suffix='×')} | {fmt(tb, suffix='×')} "
                         f"| {fmt(sol)} |")  # fmt: skip
 
@@ -187,8 +199,6 @@ def main() -> int:
         *rows,
     ]  # fmt: skip
     args.output.write_text("\n".join(lines) + "\n")
-    if args.json_out:
-        args.json_out.write_text("".join(json.dumps(r) + "\n" for r in records))
     print("\n".join(lines))
     return 0
 

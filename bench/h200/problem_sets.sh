@@ -1,4 +1,5 @@
 # Problem sets used by the H200 session scripts (paths relative to the repo root).
+# OFFLINE_SET: 16 bundled problems across the op families (offline-agent bench, baselines first).
 OFFLINE_SET="
 data/problems/L1/rmsnorm_fwd_h4096_eps5_bf16
 data/problems/L1/rmsnorm_fwd_h7168_eps6_bf16
@@ -14,8 +15,11 @@ data/problems/L1/linear_k8192_n1024_bf16
 data/problems/L1/layernorm_fwd_h1024_eps5_tok257_bf16
 data/problems/L1/softmax_v128256_fp32
 data/problems/L1/rope_q32_kv8_d128_theta10000_bf16
-data/problems/L1/groupnorm_silu_c640_g32_s32_eps5_bf16
-data/problems/L1/moe_softmax_topk_e60_k4
 data/problems/L2/encoder_attention_h768_heads12_n197_bf16
 data/problems/L2/mlp_gelu_exact_k768_i3072_n768_tok197_bf16
 "
+# Two halves of OFFLINE_SET, one per GPU, each mixing families so neither half is build-heavy.
+HALF0=$(echo $OFFLINE_SET | tr ' ' '\n' | awk 'NR % 2 == 1')
+HALF1=$(echo $OFFLINE_SET | tr ' ' '\n' | awk 'NR % 2 == 0')
+# CAMPAIGN_SET: 10 problems for the solforge run throughput bench.
+CAMPAIGN_SET=$(echo $OFFLINE_SET | tr ' ' '\n' | head -10)
