@@ -77,6 +77,10 @@ def judged_candidates(data_dir: Path) -> tuple[int, int]:
 
 def run_campaign(problems: list[str], gpus: str, args: argparse.Namespace, work: Path) -> dict:
     data_dir = work / f"data-gpus-{gpus.replace(',', '_')}"
+    if args.staging_root:
+        # Every run starts from the same warm build cache, so the ratio measures judging, not nvcc.
+        data_dir.mkdir(parents=True)
+        (data_dir / "kernels_tmp").symlink_to(args.staging_root.resolve(), target_is_directory=True)
     cmd = [sys.executable, "-m", "solforge", "run", *problems, "--device", "cuda", "--agent", "offline",
            "--max-candidates", str(args.max_candidates), "--data-dir", str(data_dir), "--run-id", "bench"]  # fmt: skip
     if args.max_workloads:
@@ -104,6 +108,9 @@ def main() -> None:
     ap.add_argument("--max-candidates", type=int, default=4, help="candidates per problem")
     ap.add_argument("--max-workloads", type=int, default=None)
     ap.add_argument("--iterations", type=int, default=None)
+    ap.add_argument("--staging-root", type=Path,
+                    help="a judge staging root with C++ builds to start every run from (the campaign's is "
+                         "<data-dir>/kernels_tmp)")  # fmt: skip
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="campaign-bench-"))

@@ -9,7 +9,7 @@ for g in 0 1; do
   (
     export CUDA_VISIBLE_DEVICES=$g
     half=HALF$g
-    timeout 500 python3 bench/bench_offline_agents.py ${!half} --device cuda --max-candidates 6 --max-workloads 1 --timeout 150 \
+    timeout 330 python3 bench/bench_offline_agents.py ${!half} --device cuda --max-candidates 6 --max-workloads 1 --timeout 150 \
         --prebuild-jobs 12 -o "$OUT/offline_gpu$g.md" --json-out "$OUT/offline_gpu$g.jsonl" > "$OUT/offline_gpu$g.log" 2>&1
     echo "rc=$?" >> "$OUT/offline_gpu$g.log"
   ) &

@@ -11,15 +11,15 @@ export PYTHONPATH=/tmp/cute/site:/tmp/cute/site/nvidia_cutlass_dsl/dsl_packages:
 (
   export CUDA_VISIBLE_DEVICES=0
   python3 -c "import cutlass, cutlass.cute as cute; print('cutlass-dsl', cutlass.__file__)" > "$OUT/cute.log" 2>&1
-  timeout 150 python3 bench/judge_gpu_suite.py --only swiglu_cute_dsl --only fixtures/rmsnorm_triton \
+  timeout 110 python3 bench/judge_gpu_suite.py --only swiglu_cute_dsl --only fixtures/rmsnorm_triton \
       --staging-root /tmp/suite --out "$OUT/suite_b.md" >> "$OUT/cute.log" 2>&1
   echo "suite rc=$?" >> "$OUT/cute.log"
-  timeout 60 python3 bench/judge_overhead.py --device cuda --repeats 3 --skip-overhead --spread-filter "~50 us" \
+  timeout 45 python3 bench/judge_overhead.py --device cuda --repeats 3 --skip-overhead --spread-filter "~50 us" \
       --staging-root /tmp/suite --out "$OUT/spread50.md" > "$OUT/spread50.log" 2>&1
 ) &
 (
   export CUDA_VISIBLE_DEVICES=1
-  timeout 200 python3 -m solforge baseline $OFFLINE_SET --device cuda --max-workloads 1 --no-save --json \
+  timeout 140 python3 -m solforge baseline $OFFLINE_SET --device cuda --max-workloads 1 --no-save --json \
       --variants eager,compile-default,cudagraph-eager,cudagraph-compile-default --warmup 5 --iterations 30 \
       > "$OUT/baselines_compiled.jsonl" 2> "$OUT/baselines_compiled.log"
 ) &

@@ -9,7 +9,7 @@ mkdir -p /tmp/pipe/bin && printf '#!/bin/sh\nexec python3 -m prefect "$@"\n' > /
 export PATH=/tmp/pipe/bin:$PATH
 . bench/h200/problem_sets.sh
 python3 -c "import prefect, dask, distributed, duckdb, great_expectations, prefect_dask; print(prefect.__version__)" > "$OUT/campaign.log" 2>&1
-timeout 520 python3 bench/bench_campaign_gpu.py $CAMPAIGN_SET --gpus 0 --gpus 0,1 --max-candidates 3 --max-workloads 1 \
-    --iterations 20 --out "$OUT/campaign.md" >> "$OUT/campaign.log" 2>&1
+timeout 400 python3 bench/bench_campaign_gpu.py $CAMPAIGN_SET --gpus 0 --gpus 0,1 --max-candidates 3 --max-workloads 1 \
+    --iterations 20 --staging-root kernels_tmp --out "$OUT/campaign.md" >> "$OUT/campaign.log" 2>&1
 echo "rc=$?" >> "$OUT/campaign.log"
 for f in /tmp/campaign-bench-*/run-*.log; do echo "== $f"; tail -40 "$f"; done > "$OUT/campaign_runs.log" 2>&1
