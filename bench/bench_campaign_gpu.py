@@ -3,7 +3,8 @@
 For each GPU set (``--gpus 0 --gpus 0,1``) runs the same campaign (offline agents, fresh data directory)
 with ``CUDA_VISIBLE_DEVICES`` set to it, samples every GPU's utilisation through NVML every 100 ms while
 it runs, and counts the candidates the run stored a verdict for. Reports wall time, candidates judged,
-candidates per GPU-minute, the busy fraction of each GPU (mean NVML utilisation) and the
+candidates per GPU-minute, the judge-slot occupancy (judge seconds / (wall x GPUs)), the kernel-time
+share of each GPU (mean NVML utilisation) and the
 throughput ratio to the first GPU set. Writes a Markdown table to --out.
 
     python bench/bench_campaign_gpu.py data/problems/<p1> ... --gpus 0 --gpus 0,1 --max-candidates 4 \
@@ -63,16 +64,19 @@ class Sampler:
         return sum(s) / (100 * len(s)) if s else 0.0
 
 
-def judged_candidates(data_dir: Path) -> tuple[int, int]:
-    """(candidates with at least one stored trace, traces) in the run's data directory."""
+def judged_candidates(data_dir: Path) -> tuple[int, int, float]:
+    """(candidates with a stored trace, traces, judge seconds summed over candidates) of the run."""
     import pyarrow.dataset as ds
 
     traces = data_dir / "traces"
     files = [str(p) for p in traces.rglob("part-*.parquet")]
     if not files:
-        return 0, 0
-    table = ds.dataset(files, format="parquet").to_table(columns=["candidate_id"])
-    return len(set(table.column("candidate_id").to_pylist())), table.num_rows
+        return 0, 0, 0.0
+    table = ds.dataset(files, format="parquet").to_table(columns=["candidate_id", "judge_s"])
+    judge_s: dict[str, float] = {}
+    for cid, s in zip(table.column("candidate_id").to_pylist(), table.column("judge_s").to_pylist()):
+        judge_s[cid] = max(judge_s.get(cid, 0.0), s or 0.0)  # one judge run per candidate, repeated per trace
+    return len(judge_s), table.num_rows, sum(judge_s.values())
 
 
 def run_campaign(problems: list[str], gpus: str, args: argparse.Namespace, work: Path) -> dict:
@@ -87,6 +91,8 @@ def run_campaign(problems: list[str], gpus: str, args: argparse.Namespace, work:
         cmd += ["--max-workloads", str(args.max_workloads)]
     if args.iterations:
         cmd += ["--iterations", str(args.iterations)]
+    if args.language:
+        cmd += ["--language", args.language]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpus}
     indices = [int(g) for g in gpus.split(",")]
     log = work / f"run-gpus-{gpus.replace(',', '_')}.log"
@@ -94,10 +100,10 @@ def run_campaign(problems: list[str], gpus: str, args: argparse.Namespace, work:
         t0 = time.monotonic()
         rc = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO).returncode
         wall = time.monotonic() - t0
-    cands, traces = judged_candidates(data_dir)
+    cands, traces, judge_s = judged_candidates(data_dir)
     if rc != 0:
         print(log.read_text()[-4000:], file=sys.stderr)
-    return {"gpus": gpus, "rc": rc, "wall_s": wall, "candidates": cands, "traces": traces,
+    return {"gpus": gpus, "rc": rc, "wall_s": wall, "candidates": cands, "traces": traces, "judge_s": judge_s,
             "busy": {i: sampler.busy_fraction(i) for i in indices}, "log": str(log)}  # fmt: skip
 
 
@@ -105,7 +111,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("problems", nargs="+")
     ap.add_argument("--gpus", action="append", required=True, help="a CUDA_VISIBLE_DEVICES value (repeatable)")
-    ap.add_argument("--max-candidates", type=int, default=4, help="candidates per problem")
+    ap.add_argument("--max-candidates", type=int, default=4, help="candidates in all (solforge run's cap)")
+    ap.add_argument("--language", help="the language the offline agents write")
     ap.add_argument("--max-workloads", type=int, default=None)
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--staging-root", type=Path,
@@ -121,18 +128,19 @@ def main() -> None:
         print(r, flush=True)
     base = rows[0]
     base_rate = base["candidates"] / base["wall_s"] if base["wall_s"] else 0.0
-    lines = [f"# solforge run throughput, {len(args.problems)} problems, {args.max_candidates} candidates each "
+    lines = [f"# solforge run throughput, {len(args.problems)} problems, at most {args.max_candidates} candidates "
              f"({time.strftime('%Y-%m-%d')})", "",
-             "| GPUs | exit | wall s | candidates judged | traces | candidates / GPU-minute | GPU busy fraction | throughput vs first |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+             "| GPUs | exit | wall s | candidates judged | traces | candidates / GPU-minute | judge-slot occupancy | NVML kernel-time share | throughput vs first |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for r in rows:
         n = len(r["busy"])
         per_gpu_min = r["candidates"] / (r["wall_s"] / 60 * n) if r["wall_s"] else 0.0
         rate = r["candidates"] / r["wall_s"] if r["wall_s"] else 0.0
         busy = ", ".join(f"gpu{i} {b:.0%}" for i, b in r["busy"].items())
         ratio = rate / base_rate if base_rate else 0.0
+        occupancy = r["judge_s"] / (r["wall_s"] * n) if r["wall_s"] else 0.0
         lines.append(f"| {r['gpus']} | {r['rc']} | {r['wall_s']:.0f} | {r['candidates']} | {r['traces']} | "
-                     f"{per_gpu_min:.1f} | {busy} | {ratio:.2f}x |")  # fmt: skip
+                     f"{per_gpu_min:.1f} | {occupancy:.0%} | {busy} | {ratio:.2f}x |")  # fmt: skip
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

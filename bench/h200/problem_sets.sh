@@ -23,3 +23,16 @@ HALF0=$(echo $OFFLINE_SET | tr ' ' '\n' | awk 'NR % 2 == 1')
 HALF1=$(echo $OFFLINE_SET | tr ' ' '\n' | awk 'NR % 2 == 0')
 # CAMPAIGN_SET: 10 problems for the solforge run throughput bench.
 CAMPAIGN_SET=$(echo $OFFLINE_SET | tr ' ' '\n' | head -10)
+# TRITON_SET: 10 problems the offline agents have Triton templates for (campaign with --language triton).
+TRITON_SET="
+data/problems/L1/rmsnorm_fwd_h4096_eps5_bf16
+data/problems/L1/rmsnorm_fwd_h7168_eps6_bf16
+data/problems/L1/rmsnorm_unit_offset_fwd_h3072_eps6_bf16
+data/problems/L1/swiglu_fwd_i14336_bf16
+data/problems/L1/gelu_quick_f4096_tok257_bf16
+data/problems/L1/decode_attention_q32_kv8_d128_bf16
+data/problems/L1/decode_attention_q64_kv8_d128_bf16
+data/problems/L1/linear_k4096_n4096_bf16
+data/problems/L1/linear_bias_k3584_n512_bf16
+data/problems/L1/linear_k8192_n1024_bf16
+"
