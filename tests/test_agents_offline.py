@@ -51,7 +51,7 @@ SYNTHETIC = {
              "import torch\n\ndef run(q, k, v):\n    s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5\n"
              "    return torch.softmax(s, dim=-1) @ v\n", {"S": 9}),
 }  # fmt: skip
-EXPECTED_FAMILY = {"softmax_t": "softmax", "layernorm_t": "layernorm", "swiglu_halves": "swiglu",
+EXPECTED_FAMILY = {"softmax_t": "softmax", "layernorm_t": "layernorm", "swiglu_halves": "elementwise",
                    "linear_relu": "gemm", "attn": "attention"}  # fmt: skip
 
 
@@ -248,12 +248,12 @@ def test_triton_templates_are_correct_in_the_interpreter(tmp_path):
 
 _INSTANTIATE = {
     "rmsnorm_small": "template __global__ void rmsnorm_rows<__nv_bfloat16, 8, true, false>("
-                     "const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*, int, float);\n"
+                     "const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*, int, float, float);\n"
                      "template __global__ void rmsnorm_rows<float, 32, false, true>("
-                     "const float*, const float*, float*, int, float);\n",
+                     "const float*, const float*, float*, int, float, float);\n",
     "softmax_t": "template __global__ void softmax_rows<__nv_bfloat16, 4>(const __nv_bfloat16*, __nv_bfloat16*, int);\n",
-    "swiglu_halves": "template __global__ void swiglu<__half>(const __half*, const __half*, __half*, long long, "
-                     "long long, long long, long long, long long);\n",
+    "swiglu_halves": "template __global__ void act_mul<__half, true>(const __half*, const __half*, __half*, "
+                     "long long, long long, long long, long long, long long);\n",
 }  # fmt: skip
 
 

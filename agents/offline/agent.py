@@ -21,6 +21,7 @@ from . import compiled
 from .graph import trace_ops
 from .search import Option, SearchPolicy, verdict
 from .templates import FAMILIES, build_solution
+from .templates.probe import Probe
 
 GPU_LANGUAGE_ORDER = ("cuda_cpp", "triton", "pytorch")
 
@@ -37,9 +38,14 @@ def _is_gpu(device: str) -> bool:
     return device.startswith("cuda")
 
 
-def plan(problem: Problem, device: str, language: str | None = None) -> Iterator[Planned]:
-    """Every candidate for ``problem`` on ``device``, best bet first (lazily rendered)."""
+def plan(problem: Problem, device: str, language: str | None = None, probe: Probe | None = None) -> Iterator[Planned]:
+    """Every candidate for ``problem`` on ``device``, best bet first (lazily rendered).
+
+    ``probe``: the problem's reference outputs on the CPU, which every family's bindings are checked
+    against; pass one to share it between plans of the same problem.
+    """
     gpu = _is_gpu(device)
+    probe = probe if probe is not None else Probe(problem)
     sig = trace_ops(problem)
     langs = GPU_LANGUAGE_ORDER if gpu else ("pytorch",)
     if language is not None:
@@ -47,7 +53,7 @@ def plan(problem: Problem, device: str, language: str | None = None) -> Iterator
     want_reference = language in (None, "pytorch")
     if want_reference and not gpu:
         yield Planned(compiled.solution(problem, compiled.EAGER), "reference/eager", "the reference, eager")
-    bound = [(fam, b) for fam in FAMILIES for b in fam.match(problem, sig)]
+    bound = [(fam, b) for fam in FAMILIES for b in fam.match(problem, sig, probe)]
     for lang in langs:
         for i, (fam, binding) in enumerate(bound):
             for r in fam.renderers:
@@ -72,6 +78,7 @@ class OfflineAgent:
     policy: SearchPolicy = field(default_factory=SearchPolicy)
     _proposed: dict[str, list[str]] = field(default_factory=dict)
     _plans: dict[tuple[str, str], list[Planned]] = field(default_factory=dict)
+    _probes: dict[str, Probe] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -83,7 +90,8 @@ class OfflineAgent:
             return None
         key = (problem.name, "gpu" if _is_gpu(device) else "cpu")
         if key not in self._plans:  # matching probes the reference on the CPU: once per problem
-            self._plans[key] = list(plan(problem, device, self.language))
+            probe = self._probes.setdefault(problem.name, Probe(problem))
+            self._plans[key] = list(plan(problem, device, self.language, probe))
         planned = self._plans[key]
         options = [Option(p.solution.name, p.group, p.params) for p in planned]
         verdicts = {a.solution.name: verdict(a) for a in history}

@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import torch
 
-from sol_bench.inputs import make_inputs
 from sol_bench.problem import Problem
-from sol_bench.reference import load_reference
 
 from ..graph import OpSignature
 from .base import Binding, Family, Renderer, py_signature
+from .probe import Probe
 
 # axes of (b, h, s, d) in q/out and in k/v for each layout; None: absent (length 1)
 LAYOUTS: dict[str, tuple[tuple[int | None, ...], tuple[int | None, ...]]] = {
@@ -40,7 +39,6 @@ LAYOUTS: dict[str, tuple[tuple[int | None, ...], tuple[int | None, ...]]] = {
 }
 TRITON_HEAD_DIMS = (16, 32, 64, 128)
 _FLOATS = {"float16", "bfloat16", "float32"}
-_PROBE_ELEMENTS = 1 << 25  # inputs larger than this on the smallest workload are not probed (CPU time)
 _LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?)")
 
 
@@ -86,14 +84,8 @@ def _candidates(reference: str, head_dim: int, kinds: Mapping[str, tuple[bool, b
     ]
 
 
-def _close(got: torch.Tensor, ref: Any, atol: float, rtol: float) -> bool:
-    if not isinstance(ref, torch.Tensor) or got.shape != ref.shape or not torch.isfinite(ref.float()).all():
-        return False
-    ok = (got.float() - ref.float()).abs() <= atol + rtol * ref.float().abs()
-    return bool(ok.float().mean() >= 0.999)
-
-
-def match_attention(problem: Problem, sig: OpSignature) -> list[Binding]:
+def attention_candidates(problem: Problem, sig: OpSignature) -> list[Binding]:
+    """Every semantics the shapes allow (layouts, causal diagonals, scales, GQA maps); the probe picks."""
     sdpa = any(op.startswith("_scaled_dot_product") for op in sig.ops)
     if not (sdpa or (sig.has_any("_softmax", "_safe_softmax") and sig.has_any("bmm", "matmul"))):
         return []
@@ -117,10 +109,6 @@ def match_attention(problem: Problem, sig: OpSignature) -> list[Binding]:
     if not workloads:
         return []
     layouts = [lay for lay in layouts if all(_shapes_fit(sizes(w), q, k, v, out_name(problem), lay) for w in workloads)]
-    if not layouts:
-        return []
-    first = sizes(workloads[0])
-    head_dim = first[q][-1]
     kinds = {}
     for lay in layouts:
         qa, ka = LAYOUTS[lay]
@@ -129,23 +117,16 @@ def match_attention(problem: Problem, sig: OpSignature) -> list[Binding]:
         # bottom-right causal is top-left causal when Sq == Skv, and no mask at all when Sq == 1
         bottom_right = not all(qd[2] == kd[2] for qd, kd in dims) and not all(qd[2] == 1 for qd, _ in dims)
         kinds[lay] = (gqa, bottom_right)
-    cands = _candidates(d.reference, first[q][-1], kinds)
-    ref = load_reference(d)
-    probes = [w for w in workloads[:2] if sum(math.prod(s) for s in sizes(w).values()) <= _PROBE_ELEMENTS]
-    if not probes or probes[0] is not workloads[0]:
-        return []  # the smallest workload is too large to probe on the CPU: no binding rather than a guess
-    for w in probes:
-        try:
-            inputs = make_inputs(d, w, "cpu", seed=11, reference=ref)
-            with torch.no_grad():
-                expected = ref.run(*inputs.values())
-                tol = w.tolerance
-                cands = [c for c in cands if _close(semantics(*inputs.values(), c), expected, tol.max_atol, tol.max_rtol)]
-        except Exception:  # a reference that does not run on the CPU cannot be probed: no binding
-            return []
-        if not cands:
-            return []
-    return [Binding({"q": q, "k": k, "v": v}, c) for c in _dedupe(cands)]
+    cands = _candidates(d.reference, sizes(workloads[0])[q][-1], kinds)
+    return [Binding({"q": q, "k": k, "v": v}, c) for c in cands]
+
+
+def _semantics(problem: Problem, b: Binding, inputs: Mapping[str, Any]) -> torch.Tensor:
+    return semantics(*(inputs[b.roles[r]] for r in ("q", "k", "v")), b.consts)
+
+
+def match_attention(problem: Problem, sig: OpSignature, probe: Probe | None = None) -> list[Binding]:
+    return ATTENTION.match(problem, sig, probe)
 
 
 def out_name(problem: Problem) -> str:
@@ -160,15 +141,15 @@ def _shapes_fit(sz: Mapping[str, tuple[int, ...]], q: str, k: str, v: str, o: st
             and skv > 0)  # fmt: skip
 
 
-def _dedupe(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _dedupe(bindings: list[Binding]) -> list[Binding]:
     """Candidates equal on every probe: keep one per (layout, causal, gqa); the first scale is the usual one."""
     seen: set[tuple[Any, ...]] = set()
     out = []
-    for c in cands:
-        key = (c["layout"], c["causal"], c["gqa"])
+    for b in bindings:
+        key = (b.consts["layout"], b.consts["causal"], b.consts["gqa"])
         if key not in seen:
             seen.add(key)
-            out.append(c)
+            out.append(b)
     return out
 
 
@@ -382,7 +363,9 @@ def triton_accepts(b: Binding) -> bool:
 
 ATTENTION = Family(
     name="attention",
-    match=match_attention,
+    candidates=attention_candidates,
+    semantics=_semantics,
+    prune=_dedupe,
     renderers=(
         Renderer(
             "triton", True,

@@ -11,6 +11,7 @@ from sol_bench.models import Solution
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
+from .probe import Probe, run_rendered
 
 FLOAT_SCALARS = ("float32", "float64", "float16", "bfloat16")
 
@@ -39,11 +40,46 @@ class Renderer:
         return [dict(zip(keys, vals)) for vals in itertools.product(*(self.grid[k] for k in keys))]
 
 
+# A plain-torch model of what a binding claims the reference computes: (problem, binding, inputs) -> outputs.
+Semantics = Callable[[Problem, Binding, Mapping[str, Any]], Any]
+
+
 @dataclass(frozen=True)
 class Family:
+    """``candidates`` reads the op list and shapes (cheap, may over-propose); ``match`` keeps the probed ones.
+
+    A candidate is checked with ``semantics`` when given, else by running the family's PyTorch renderer
+    (any of its variants); ``prune`` then thins the survivors (e.g. equivalent candidates).
+    """
+
     name: str
-    match: Callable[[Problem, OpSignature], list[Binding]]
+    candidates: Callable[[Problem, OpSignature], list[Binding]]
     renderers: tuple[Renderer, ...]
+    semantics: Semantics | None = None
+    prune: Callable[[list[Binding]], list[Binding]] | None = None
+
+    def match(self, problem: Problem, sig: OpSignature, probe: Probe | None = None) -> list[Binding]:
+        """The bindings whose semantics reproduce the reference on the CPU (``probe``: shared per problem)."""
+        cands = self.candidates(problem, sig)
+        if not cands:
+            return []
+        probe = probe if probe is not None else Probe(problem)
+        if not probe.cases:
+            return []  # not probeable (too big, or no CPU run): no binding rather than a guess
+        if self.semantics is not None:
+            model = self.semantics
+            kept = [b for b in cands if probe.reproduces(lambda c, b=b: model(problem, b, c.inputs))]
+        else:
+            r = next((r for r in self.renderers if r.language == "pytorch"), None)
+            kept = [b for b in cands if r is not None and _renderer_reproduces(problem, r, b, probe)]
+        return self.prune(kept) if self.prune is not None and kept else kept
+
+
+def _renderer_reproduces(problem: Problem, r: Renderer, b: Binding, probe: Probe) -> bool:
+    return any(
+        probe.reproduces(lambda c, params=params: run_rendered(problem, r.render(problem, b, params), c))
+        for params in r.variants()
+    )
 
 
 def py_signature(problem: Problem) -> str:

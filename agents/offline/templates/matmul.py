@@ -126,7 +126,7 @@ def _gemm(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
 
 GEMM = Family(
     name="gemm",
-    match=match_gemm,
+    candidates=match_gemm,
     renderers=(
         Renderer("pytorch", False, {}, render_gemm_pytorch),
         Renderer(

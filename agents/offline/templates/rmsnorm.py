@@ -1,7 +1,9 @@
-"""RMSNorm over the last dim: y = x * rsqrt(mean(x^2) + eps) [* weight].
+"""RMSNorm over the last dim: y = x * rsqrt(mean(x^2) + eps) [* weight, or * (1 + weight): unit offset].
 
 Reference shape: ops {pow|mul, mean|sum, add, rsqrt, mul, casts}, one input shaped like the output,
-an optional 1-D weight over the last dim, eps as a scalar input or a literal in the reference.
+an optional 1-D weight over the last dim, eps as a scalar input or a literal in the reference. With a
+weight, both ``offset`` 0 and 1 (Gemma stores the scale as an offset from one) are candidates; the probe
+keeps the one the reference computes.
 Kernel: one program / CTA per row, fp32 accumulation, one read of the row held in registers.
 Launcher: rows = numel // H; grid = rows. Notes at the bottom.
 """
@@ -46,7 +48,13 @@ def match(problem: Problem, sig: OpSignature) -> list[Binding]:
         consts["eps"] = eps_literal(d.reference)
     else:
         return []
-    return [Binding(roles, consts)]
+    if not weights:
+        return [Binding(roles, consts)]
+    return [Binding(roles, {**consts, "offset": 0.0}), Binding(roles, {**consts, "offset": 1.0})]
+
+
+def _offset(b: Binding) -> float:
+    return float(b.consts.get("offset", 0.0))
 
 
 def _eps(b: Binding) -> str:
@@ -62,10 +70,13 @@ def _out(problem: Problem) -> str:
 
 def render_pytorch(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     x, w, y = b.roles["x"], b.roles.get("weight"), _out(problem)
+    wf = f"({_offset(b)!r} + {w}.float())" if w and _offset(b) else f"{w}.float()"
     scale = ""
     if w:
-        scale = f" * {w}.float()" if not p["cast_before_weight"] else ""
-    cast_w = f"\n    n = (n.to({x}.dtype) * {w})" if w and p["cast_before_weight"] else ""
+        scale = f" * {wf}" if not p["cast_before_weight"] else ""
+    cast_w = ""
+    if w and p["cast_before_weight"]:
+        cast_w = f"\n    n = n.to({x}.dtype) * {w}" if not _offset(b) else f"\n    n = n.to({x}.dtype).float() * {wf}"
     return f"""import torch
 
 {py_signature(problem)}
@@ -81,11 +92,13 @@ def render_pytorch(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
 def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     x, w, y = b.roles["x"], b.roles.get("weight"), _out(problem)
     has_w = w is not None
+    wv = "tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)"
+    wv = f"({_offset(b)!r} + {wv})" if _offset(b) else wv
     apply_w = ""
     if has_w and p["cast_before_weight"]:
-        apply_w = "n = n.to(y_ptr.dtype.element_ty).to(tl.float32) * tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)"
+        apply_w = f"n = n.to(y_ptr.dtype.element_ty).to(tl.float32) * {wv}"
     elif has_w:
-        apply_w = "n = n * tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)"
+        apply_w = f"n = n * {wv}"
     return f"""import torch
 import triton
 import triton.language as tl
@@ -119,7 +132,7 @@ _CUDA_KERNEL = r"""
 // One CTA per row; the row is read once into registers (up to MAX_PER_THREAD elements per thread).
 template <typename T, int MAX_PER_THREAD, bool HAS_W, bool CAST_BEFORE_W>
 __global__ void rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
-                             int n_cols, float eps) {
+                             int n_cols, float eps, float w_offset) {
   __shared__ float smem[32];
   const long long row = blockIdx.x;
   const T* xr = x + row * n_cols;
@@ -139,7 +152,7 @@ __global__ void rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ w, T
     int c = threadIdx.x + i * blockDim.x;
     if (c < n_cols) {
       float o = v[i] * rstd;
-      if (HAS_W) o = CAST_BEFORE_W ? to_f<T>(from_f<T>(o)) * to_f<T>(w[c]) : o * to_f<T>(w[c]);
+      if (HAS_W) o = (CAST_BEFORE_W ? to_f<T>(from_f<T>(o)) : o) * (w_offset + to_f<T>(w[c]));
       yr[c] = from_f<T>(o);
     }
   }
@@ -163,9 +176,9 @@ def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     const scalar_t* xp = reinterpret_cast<const scalar_t*>({x}.data_ptr());
     scalar_t* yp = reinterpret_cast<scalar_t*>({y}.data_ptr());
     const scalar_t* wp = {w_ptr};
-    if (per_thread <= 4) rmsnorm_rows<scalar_t, 4, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)});
-    else if (per_thread <= 8) rmsnorm_rows<scalar_t, 8, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)});
-    else rmsnorm_rows<scalar_t, 32, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)});
+    if (per_thread <= 4) rmsnorm_rows<scalar_t, 4, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
+    else if (per_thread <= 8) rmsnorm_rows<scalar_t, 8, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
+    else rmsnorm_rows<scalar_t, 32, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
   }});
   C10_CUDA_KERNEL_LAUNCH_CHECK();"""
     return cuda_module(problem, _CUDA_KERNEL, body)
@@ -173,7 +186,7 @@ def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
 
 FAMILY = Family(
     name="rmsnorm",
-    match=match,
+    candidates=match,
     renderers=(
         Renderer("pytorch", False, {"cast_before_weight": (False, True)}, render_pytorch),
         Renderer("triton", True, {"cast_before_weight": (False, True), "num_warps": (4, 8, 16)}, render_triton),

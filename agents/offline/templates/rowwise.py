@@ -127,7 +127,7 @@ def render_softmax_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> s
 
 SOFTMAX = Family(
     name="softmax",
-    match=match_softmax,
+    candidates=match_softmax,
     renderers=(
         Renderer("pytorch", False, {}, render_softmax_pytorch),
         Renderer("triton", True, {"num_warps": (4, 8, 16)}, render_softmax_triton),
@@ -219,7 +219,7 @@ def _layernorm_row(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr)
 
 LAYERNORM = Family(
     name="layernorm",
-    match=match_layernorm,
+    candidates=match_layernorm,
     renderers=(
         Renderer("pytorch", False, {}, render_layernorm_pytorch),
         Renderer("triton", True, {"num_warps": (4, 8, 16)}, render_layernorm_triton),
