@@ -1,15 +1,20 @@
-"""The campaign: rounds of attempts over many problems, reallocated by the rule-based planner.
+"""The campaign: attempts over many problems, allocated by the rule-based planner, with no round barrier.
 
-After every round the planner reads the results tables (DuckDB) and decides each problem's attempts for
-the next round; every decision is stored with its reason in ``decisions``. A run stops when its
-candidate cap, time or money budget is spent, or when the planner stops every problem.
+About one attempt per device slot (+1) is in flight; as each verdict is stored the next attempt is
+submitted from the planner's current allocation (flows/schedule.py). When that allocation cannot fill a
+free slot, the planner reads the results tables (DuckDB) again and re-allocates; each of its runs is a
+``round`` of the ``decisions`` table, every decision stored with its reason. A run stops starting attempts
+when its candidate cap, time or money budget is spent, when the planner stops every problem or when the
+agents have nothing more to try, and ends when the attempts in flight are stored.
 """
 
 from __future__ import annotations
 
+import queue
 import sys
 import time
 import uuid
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -19,7 +24,7 @@ from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field
 
 from agents.base import ProblemStats
-from sol_bench.problem import find_problems, load_problem
+from sol_bench.problem import Problem, find_problems, load_problem
 from solforge.agent_spec import AgentSpec
 from solforge.judge_client import JudgeOptions, restrict
 from solforge.planning.rules import RulePlanner
@@ -27,12 +32,13 @@ from solforge.store import ResultStore, check_run_id
 from solforge.store.query import connect
 from solforge.store.stats import problem_stats
 from tasks.benchmark import benchmark_baseline
-from tasks.store import store_rows
+from tasks.store import store_candidate, store_rows, store_traces
 
-from .optimize import collect, load_states, submit_attempts, submit_rejudge
+from .optimize import Attempt, ProblemState, collect, load_states, submit_attempts, submit_rejudge
 from .report import report
 from .runtime import artifact_key, dask_runtime, gpu
 from .runtime import data_dir as resolve_data_dir
+from .schedule import Window
 
 DEFAULT_PROBLEMS = "data/problems"
 
@@ -110,6 +116,115 @@ def _stored_count(store_dir: str, run_id: str) -> tuple[int, float, int]:
     return int(n), float(usd), int(last)
 
 
+class _Rolling:
+    """The campaign's loop: keep ``gpu_slots + 1`` attempts in flight, store each result as it arrives and
+    submit the next attempt at once; the planner re-allocates whenever the current allocation cannot fill
+    a free slot (see flows/schedule.py). Each planner run is a ``round`` of the decisions table."""
+
+    def __init__(
+        self, cfg: CampaignConfig, store: ResultStore, states: dict[str, ProblemState], problems: list[Problem],
+        options: JudgeOptions, gpu_slots: int, progress: _Progress, stored: int, first_round: int,
+    ) -> None:
+        self.cfg, self.store, self.states, self.problems, self.options = cfg, store, states, problems, options
+        self.gpu_slots, self.progress = gpu_slots, progress
+        self.window = Window(size=gpu_slots + 1)
+        self.planner = RulePlanner()
+        self.rnd = first_round
+        self.stored = stored  # candidate rows of this run
+        self.undecided = 0  # submitted attempts whose prepare has not said yet whether they made a candidate
+        self.stop: str | None = None  # why no more attempts are started
+        self.last_stats: dict[str, ProblemStats] = {}
+        self.events: queue.Queue[tuple[Attempt, bool]] = queue.Queue()
+        self.unstored: dict[str, Attempt] = {}
+
+    def run(self, t_start: float) -> str:
+        while True:
+            self.fill(t_start)
+            if self.window.busy() == 0:
+                break
+            a, is_verdict = self.events.get()
+            self.handle(a, is_verdict)
+        if self.stop:
+            return self.stop
+        if self.stored >= self.cfg.max_candidates:
+            return "candidate cap reached"
+        return "agents have nothing more to try"
+
+    def fill(self, t_start: float) -> None:
+        cfg = self.cfg
+        while self.stop is None and self.window.has_room():
+            if cfg.budget_minutes is not None and (time.monotonic() - t_start) / 60 >= cfg.budget_minutes:
+                self.stop = "time budget spent"
+                return
+            if self.stored + self.undecided >= cfg.max_candidates:
+                return  # the cap may free up again if an attempt in flight makes no candidate
+            if self.window.should_plan():
+                self.plan()
+                if self.stop is not None:
+                    return
+            name = self.window.next_problem()
+            if name is None:
+                return
+            [a] = submit_attempts(cfg.run_id, self.states[name], 1, cfg.agent, self.options)
+            self.window.submitted(name)
+            self.undecided += 1
+            self.unstored[a.cid] = a
+            for fut, is_verdict in ((a.prepared, False), (a.judged, True)):
+                fut.add_done_callback(lambda _f, a=a, v=is_verdict: self.events.put((a, v)))
+
+    def handle(self, a: Attempt, is_verdict: bool) -> None:
+        """Store the candidate when its prepare is done, its traces when its judge is (the candidate row
+        always first, so a resumed run finds every judged candidate)."""
+        if self.unstored.pop(a.cid, None) is not None:
+            self.undecided -= 1
+            generated = a.prepared.result().generated
+            if generated.candidate is None:
+                self.window.exhausted.add(a.problem)
+            elif store_candidate(self.store, self.cfg.run_id, a.cid, a.problem, a.attempt, generated) is not None:
+                self.stored += 1
+        if is_verdict:
+            store_traces(self.store, a.judged.result())
+            self.window.judged(a.problem)
+            self.progress.step(f"round {self.rnd - 1}: {a.problem}")
+
+    def plan(self) -> None:
+        cfg = self.cfg
+        _, spent, _ = _stored_count(cfg.data_dir, cfg.run_id)
+        if cfg.budget_usd is not None and spent >= cfg.budget_usd:
+            self.stop = "money budget spent"
+            return
+        judged = dict(self.window.judged_since_plan)
+        known = {s.problem: s for s in problem_stats(cfg.data_dir, cfg.run_id, {p: n for p, n in judged.items() if n})}
+        stats = []
+        for p in self.problems:
+            s = known.get(p.name) or ProblemStats(p.name, 0, None, None, 0.0, 0, 0.0, 0.0)
+            if judged and not judged.get(p.name) and p.name in self.last_stats:
+                # no verdict since the last plan: its last gain still stands (0 would read as a plateau)
+                s = replace(s, recent_gain=self.last_stats[p.name].recent_gain)
+            stats.append(s)
+        self.last_stats = {s.problem: s for s in stats}
+        live = [s for s in stats if s.problem not in self.window.exhausted]
+        remaining = cfg.max_candidates - self.stored - self.undecided
+        alloc = self.planner.allocate(live, min(remaining, max(len(self.problems), 2 * self.gpu_slots)))
+        self.window.new_plan(alloc.attempts)
+        reasons = dict(alloc.reasons) | {p: "agent has nothing more to try" for p in self.window.exhausted}
+        self.store.append("decisions", [
+            {"run_id": cfg.run_id, "round": self.rnd, "problem": s.problem, "attempts": alloc.attempts.get(s.problem, 0),
+             "stopped": s.problem in alloc.stopped or s.problem in self.window.exhausted,
+             "headroom": None if s.best_sol_score is None else 1.0 - s.best_sol_score,
+             "reason": reasons.get(s.problem, "no slot this round")}
+            for s in stats
+        ])
+        create_markdown_artifact(
+            key=artifact_key("progress", cfg.run_id),
+            markdown=f"round {self.rnd}: {self.stored} candidates stored, {self.window.busy()} attempts in flight; "
+            "planner: " + "; ".join(f"{p}: {r}" for p, r in reasons.items()),
+        )
+        self.rnd += 1
+        if sum(alloc.attempts.values()) == 0:
+            self.stop = "agents have nothing more to try" if not live else "planner stopped every problem"
+
+
 @flow(name="campaign-rounds")
 def campaign_rounds(
     cfg: CampaignConfig, device: str, gpu_slots: int, worker_devices: dict[str, str] | None = None
@@ -159,56 +274,10 @@ def campaign_rounds(
     pending = [submit_rejudge(cfg.run_id, st, cid, sol, options) for st in states.values() for cid, sol in st.pending]
     for _ in collect(store, cfg.run_id, pending):
         progress.step("resumed")
+    stored, _, _ = _stored_count(cfg.data_dir, cfg.run_id)
 
-    planner = RulePlanner()
-    rnd = last_round + 1
-    last_counts: dict[str, int] = {}
-    stop_reason = "candidate cap reached"
-    before: int | None = None  # candidates stored before the last round
-    while True:
-        stored, spent, _ = _stored_count(cfg.data_dir, cfg.run_id)
-        if stored == before:
-            stop_reason = "agents have nothing more to try"
-            break
-        remaining = cfg.max_candidates - stored
-        if remaining <= 0:
-            break
-        if cfg.budget_minutes is not None and (time.monotonic() - t_start) / 60 >= cfg.budget_minutes:
-            stop_reason = "time budget spent"
-            break
-        if cfg.budget_usd is not None and spent >= cfg.budget_usd:
-            stop_reason = "money budget spent"
-            break
-        known = {s.problem: s for s in problem_stats(cfg.data_dir, cfg.run_id, last_counts)}
-        stats = [
-            known.get(p.name) or ProblemStats(p.name, 0, None, None, 0.0, 0, 0.0, 0.0) for p in problems
-        ]
-        slots = min(remaining, max(len(problems), 2 * gpu_slots))
-        alloc = planner.allocate(stats, slots)
-        store.append("decisions", [
-            {"run_id": cfg.run_id, "round": rnd, "problem": s.problem, "attempts": alloc.attempts.get(s.problem, 0),
-             "stopped": s.problem in alloc.stopped,
-             "headroom": None if s.best_sol_score is None else 1.0 - s.best_sol_score,
-             "reason": alloc.reasons.get(s.problem, "no slot this round")}
-            for s in stats
-        ])
-        if sum(alloc.attempts.values()) == 0:
-            stop_reason = "planner stopped every problem"
-            break
-        submitted = []
-        for name, n in alloc.attempts.items():
-            if n > 0:
-                submitted += submit_attempts(cfg.run_id, states[name], n, cfg.agent, options)
-        for _ in collect(store, cfg.run_id, submitted):
-            progress.step(f"round {rnd}")
-        last_counts = dict(alloc.attempts)
-        create_markdown_artifact(
-            key=artifact_key("progress", cfg.run_id),
-            markdown=f"round {rnd}: {len(submitted)} attempts submitted; planner: "
-            + "; ".join(f"{p}: {r}" for p, r in alloc.reasons.items()),
-        )
-        before = stored
-        rnd += 1
+    rolling = _Rolling(cfg, store, states, problems, options, gpu_slots, progress, stored, last_round + 1)
+    stop_reason = rolling.run(t_start)
     progress.close()
     return {"stop_reason": stop_reason, "wall_s": time.monotonic() - t_start}
 
@@ -233,6 +302,7 @@ def campaign(
     show_progress: bool = False,
     max_workloads: int | None = None,
     max_workload_mib: float | None = None,
+    cpu_device_workers: int = 1,
 ) -> dict[str, Any]:
     """Optimize many problems under the planner; returns the report (table + aggregates)."""
     store_dir = resolve_data_dir(data_dir)
@@ -251,7 +321,7 @@ def campaign(
     store = ResultStore(store_dir)
     store.ensure_layout()
     t0 = time.monotonic()
-    with dask_runtime(device, dask_address) as rt:
+    with dask_runtime(device, dask_address, cpu_device_workers) as rt:
         store.append("runs", [{"run_id": run_id, "event": "start", "agent": agent, "language": language,
                                "model": model, "device": rt.device, "problems": len(dirs),
                                "max_candidates": cfg.max_candidates, "budget_minutes": budget_minutes,

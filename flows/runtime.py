@@ -45,7 +45,9 @@ def gpu():  # noqa: ANN201 - a dask.annotate context manager
 
 
 @contextmanager
-def dask_runtime(device: str = "auto", dask_address: str | None = None) -> Iterator[Runtime]:
+def dask_runtime(
+    device: str = "auto", dask_address: str | None = None, cpu_device_workers: int = 1
+) -> Iterator[Runtime]:
     if dask_address:
         from distributed import Client
 
@@ -56,7 +58,7 @@ def dask_runtime(device: str = "auto", dask_address: str | None = None) -> Itera
             raise RuntimeError(f"no worker of {dask_address} holds the resource {GPU_RESOURCE}")
         yield Runtime(dask_address, "cuda" if device == "auto" else device, slots)
         return
-    plan = detect_plan(device)
+    plan = detect_plan(device, cpu_device_workers)
     with local_cluster(plan, env=worker_env()) as address:
         yield Runtime(address, plan.device, len(worker_devices(plan)), worker_devices(plan))
 

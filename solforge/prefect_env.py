@@ -50,6 +50,12 @@ def server_env(home: Path) -> dict[str, str]:
     }
 
 
+def server_process_env(port: int) -> dict[str, str]:
+    """What only the server process needs: the Prefect 3.9 UI asks for its API on port 4200 unless told
+    (``server.ui.api_url``), whatever port the server listens on."""
+    return {"PREFECT_SERVER_UI_API_URL": f"http://127.0.0.1:{port}/api"}
+
+
 def wait_healthy(api_url: str, proc: subprocess.Popen | None, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -119,7 +125,7 @@ def start_server(home: Path, *, port: int | None = None, timeout_s: float = 120.
     log = open(home / "server.log", "ab")
     proc = subprocess.Popen(
         [prefect_executable(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=os.environ | env,
+        env=os.environ | env | server_process_env(port),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # stopped in order by stop(); a killed run's server is found by its pid file

@@ -49,3 +49,13 @@ def test_device_cuda_n_pins_one_gpu_and_cpu_forces_cpu():
         plan_local_cluster(visible="", device_count=0, cpu_count=2, device="cuda")
     with pytest.raises(ValueError):
         plan_local_cluster(visible="0", device_count=1, cpu_count=2, device="cuda:1")
+
+
+def test_cpu_device_workers_give_the_cpu_n_device_slots_and_are_ignored_with_a_gpu():
+    plan = plan_local_cluster(visible=None, device_count=0, cpu_count=4, cpu_device_workers=3)
+    holders = [w.name for w in plan.workers if GPU_RESOURCE in w.resources]
+    assert plan.device == "cpu" and holders == ["device-cpu-0", "device-cpu-1", "device-cpu-2"]
+    gpu = plan_local_cluster(visible="0", device_count=1, cpu_count=4, cpu_device_workers=3)
+    assert [w.name for w in gpu.workers if GPU_RESOURCE in w.resources] == ["gpu-0"]
+    with pytest.raises(ValueError):
+        plan_local_cluster(visible=None, device_count=0, cpu_count=4, cpu_device_workers=0)

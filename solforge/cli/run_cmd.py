@@ -35,6 +35,8 @@ def register(root: click.Group) -> None:
               help="Judge only the N smallest workloads of each problem (CPU default: 2).")
 @click.option("--max-workload-mib", type=float, default=None,
               help="Judge only workloads moving at most this many MiB (CPU default: 64; problems with none are left out).")
+@click.option("--cpu-device-workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Tests and benches: workers that hold the device when it is the CPU (N > 1 overlaps timings).")
 @click.option("--dask-address", default=None, help="Use this Dask scheduler instead of a local cluster.")
 @click.option("--data-dir", envvar="SOLFORGE_DATA", default="data", show_default=True, type=click.Path(file_okay=False),
               help="Where results are stored (env SOLFORGE_DATA).")
@@ -43,7 +45,7 @@ def register(root: click.Group) -> None:
 def run(problem_dirs: tuple[str, ...], agent: str, language: str | None, model: str | None, api_base: str | None,
         device: str, max_candidates: int | None, budget_minutes: float | None, budget_usd: float | None,
         timeout_s: float, iterations: int | None, measure_baseline: bool, max_workloads: int | None,
-        max_workload_mib: float | None, dask_address: str | None, data_dir: str, run_id: str | None, as_json: bool) -> None:
+        max_workload_mib: float | None, cpu_device_workers: int, dask_address: str | None, data_dir: str, run_id: str | None, as_json: bool) -> None:
     """Run agents on problems (default: the bundled set in data/problems), judge every candidate, store
     every attempt under --data-dir and let the planner spend the attempts where the headroom is.
 
@@ -75,7 +77,7 @@ def run(problem_dirs: tuple[str, ...], agent: str, language: str | None, model: 
             api_base=api_base, device=device, max_candidates=max_candidates, budget_minutes=budget_minutes,
             budget_usd=budget_usd, dask_address=dask_address, data_dir=data_dir, run_id=run_id,
             timeout_s=timeout_s, iterations=iterations, measure_baseline=measure_baseline, show_progress=True,
-            max_workloads=max_workloads, max_workload_mib=max_workload_mib,
+            max_workloads=max_workloads, max_workload_mib=max_workload_mib, cpu_device_workers=cpu_device_workers,
         )
     if as_json:
         click.echo(json.dumps({k: v for k, v in out.items() if k != "markdown"}, default=str))
