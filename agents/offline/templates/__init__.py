@@ -1,6 +1,8 @@
 """The template library: op families, each with a matcher and renderers per language.
 
-Adding a family: write a module with a ``Family`` and list it in ``FAMILIES``.
+Adding a family: write a module with a ``Family`` (candidate bindings from the op list, renderers, and
+optionally a plain-torch model of its semantics) and list it in ``FAMILIES``; ``Family.match`` keeps only
+the candidates that reproduce the reference on the CPU (``probe.py``).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ PROBE_BYTES = 64 << 20  # inputs + outputs of a probed workload; larger ones are
 PROBE_WORKLOADS = 2  # the smallest workload, and the next one when it is also small (more shapes seen)
 _SEED = 11
 
+
 @dataclass(frozen=True)
 class Case:
     """One probed workload: its CPU inputs, the reference's outputs, its tolerance."""
@@ -76,7 +77,7 @@ class Probe:
                     break
                 inputs = make_inputs(d, w, "cpu", seed=_SEED, reference=ref)
                 with torch.no_grad():
-                    out = ref.run(*inputs.values())
+                    out = ref.run(*_copy(inputs).values())  # a reference may write into its inputs
                 expected = tuple(out) if isinstance(out, (tuple, list)) else (out,)
                 if len(expected) != len(d.outputs) or not all(isinstance(e, torch.Tensor) for e in expected):
                     return []
@@ -92,7 +93,7 @@ class Probe:
         for c in self.cases:
             try:
                 with torch.no_grad():
-                    got = fn(c)
+                    got = fn(Case(c.workload, _copy(c.inputs), c.expected, c.tolerance))
                 got = tuple(got) if isinstance(got, (tuple, list)) else (got,)
                 if len(got) != len(c.expected):
                     return False
@@ -101,6 +102,10 @@ class Probe:
             except Exception:
                 return False
         return True
+
+
+def _copy(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
 
 
 def run_rendered(problem: Problem, source: str, case: Case) -> tuple[torch.Tensor, ...]:
