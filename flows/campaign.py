@@ -1,6 +1,6 @@
 """The campaign: attempts over many problems, allocated by the rule-based planner, with no round barrier.
 
-About one attempt per device slot (+1) is in flight; as each verdict is stored the next attempt is
+About two attempts per device slot are in flight (one judged, one built); as each verdict is stored the next attempt is
 submitted from the planner's current allocation (flows/schedule.py). When that allocation cannot fill a
 free slot, the planner reads the results tables (DuckDB) again and re-allocates; each of its runs is a
 ``round`` of the ``decisions`` table, every decision stored with its reason. A run stops starting attempts
@@ -117,7 +117,7 @@ def _stored_count(store_dir: str, run_id: str) -> tuple[int, float, int]:
 
 
 class _Rolling:
-    """The campaign's loop: keep ``gpu_slots + 1`` attempts in flight, store each result as it arrives and
+    """The campaign's loop: keep ``2 x gpu_slots`` attempts in flight, store each result as it arrives and
     submit the next attempt at once; the planner re-allocates whenever the current allocation cannot fill
     a free slot (see flows/schedule.py). Each planner run is a ``round`` of the decisions table."""
 
@@ -127,7 +127,10 @@ class _Rolling:
     ) -> None:
         self.cfg, self.store, self.states, self.problems, self.options = cfg, store, states, problems, options
         self.gpu_slots, self.progress = gpu_slots, progress
-        self.window = Window(size=gpu_slots + 1)
+        # per slot one attempt judging and one built and waiting: storing a verdict and building the next
+        # attempt can take longer than the gap between verdicts (bench/bench_scheduling.py: 2 slots at 80%
+        # occupancy with slots + 1, 89% with 2 x slots)
+        self.window = Window(size=2 * gpu_slots)
         self.planner = RulePlanner()
         self.rnd = first_round
         self.stored = stored  # candidate rows of this run

@@ -1,7 +1,7 @@
 """Which problem gets the next attempt: a rolling window over the planner's current allocation.
 
-The campaign keeps about one attempt per device slot in flight (+1, so that a build overlaps the
-judging) and submits the next one as soon as a verdict arrives, instead of waiting for a whole round.
+The campaign keeps two attempts per device slot in flight (one judged, one built and waiting for the
+slot) and submits the next one as soon as a verdict arrives, instead of waiting for a whole round.
 Attempts of one problem stay sequential: a problem with nothing in flight is preferred; otherwise its
 next attempt is chained behind the one in flight (its ``prepare`` waits for that verdict), at most
 ``max_chain`` deep. When no problem that could take a free slot has budget left, the planner runs again

@@ -23,7 +23,7 @@ def register(root: click.Group) -> None:
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N.")
 @click.option("--max-candidates", type=click.IntRange(min=0), default=None,
               help="Candidates in the whole run (default: 3 per problem).")
-@click.option("--budget-minutes", type=float, default=None, help="Stop starting rounds after this many minutes.")
+@click.option("--budget-minutes", type=float, default=None, help="Stop starting attempts after this many minutes.")
 @click.option("--budget-usd", type=float, default=None, help="Stop when the agents have spent this much.")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Judge timeout per workload (s).")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
