@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
 from flows.schedule import Window
+from solforge.store.query import query
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_first_call_plans_then_fills_every_slot_from_idle_problems():
@@ -49,3 +61,41 @@ def test_exhausted_problems_get_nothing():
     assert w.budget == {"b": 1} and w.next_problem() == "b"
     w.submitted("b")
     assert w.next_problem() is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_campaign_keeps_two_device_slots_busy_and_each_attempt_sees_its_problems_feedback(tmp_path):
+    """The real campaign on 2 CPU device workers with a judge that sleeps: judgements overlap, and
+    attempt k of a problem was proposed with the k verdicts before it (the reference agent names it so)."""
+    spec = importlib.util.spec_from_file_location("bench_scheduling", REPO / "bench" / "bench_scheduling.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    problems = bench.make_problems(tmp_path / "problems", 3)
+    judge = tmp_path / "sleep_judge"
+    judge.write_text(bench.SLEEP_JUDGE.format(python=sys.executable, judge_s=1.5))
+    judge.chmod(0o755)
+    data = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"} | {"SOLFORGE_JUDGE_PYTHON": str(judge)}
+    cmd = [sys.executable, "-m", "solforge", "run", str(problems), "--agent", "reference", "--device", "cpu",
+           "--cpu-device-workers", "2", "--max-candidates", "6", "--max-workloads", "1", "--iterations", "1",
+           "--data-dir", str(data), "--run-id", "window", "--json"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "distributed.scheduler" not in proc.stderr
+    rows = query(data, """SELECT c.problem, c.attempt, c.candidate_id, sum(t.judge_s) AS judge_s,
+                                 max(t.created_at) AS verdict_at
+                          FROM candidates c JOIN traces t USING (run_id, candidate_id)
+                          WHERE c.run_id = 'window' GROUP BY ALL ORDER BY 1, 2""").to_pylist()
+    attempts: dict[str, list[int]] = {}
+    for r in rows:
+        attempts.setdefault(r["problem"], []).append(r["attempt"])
+    assert len(rows) == 6 and sorted(attempts) == ["sched_00", "sched_01", "sched_02"]
+    assert all(a == list(range(len(a))) for a in attempts.values()), attempts  # none lost, none doubled
+    for r in rows:
+        name = json.loads((data / "solutions" / "run_id=window" / f"{r['candidate_id']}.json").read_text())["name"]
+        assert name == f"{r['problem']}__reference_{r['attempt']}"
+    spans = sorted((r["verdict_at"].timestamp() - r["judge_s"], r["verdict_at"].timestamp()) for r in rows)
+    assert any(b[0] < a[1] - 0.5 for a, b in zip(spans, spans[1:])), f"no two judgements overlapped: {spans}"
+    decisions = query(data, "SELECT reason FROM decisions WHERE run_id = 'window'").to_pylist()
+    assert decisions and all(d["reason"] for d in decisions)
