@@ -1,5 +1,9 @@
 """A rule-based planner: spend the next round's attempts where the headroom is.
 
+A round is one run of the planner; the campaign runs it again whenever its allocation cannot fill a free
+device slot (flows/schedule.py), so "the last round's gain" is the gain of the attempts judged since the
+previous run (a problem with none judged since keeps its previous gain).
+
 Rules, in order, per problem:
 1. stop when the best SOL score is within ``done_at`` of 1 (nothing left to gain);
 2. stop after ``max_failure_streak`` failed attempts in a row;
