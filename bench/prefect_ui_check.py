@@ -53,6 +53,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from solforge.prefect_env import wait_healthy  # noqa: E402  (stdlib only: runs in the browser's venv)
+
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome", "headless_shell")
 UI_ERRORS = ("Can't connect to Server API", "Something went wrong")
 
@@ -110,21 +113,6 @@ def api_post(api: str, path: str, body: dict) -> list | dict:
         return json.load(r)
 
 
-def wait_healthy(api: str, proc: subprocess.Popen, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"solforge serve exited with code {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"{api}/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"Prefect server at {api} not healthy after {timeout_s:.0f} s")
-
-
 def campaign_runs(api: str, run_id: str) -> dict:
     """The campaign flow run, its subflow runs by flow name, and the run's artifacts by key."""
     flows = {f["id"]: f["name"] for f in api_post(api, "/flows/filter", {})}
@@ -146,10 +134,8 @@ def start_serve(solforge: str, data_dir: Path, port: int, log_path: Path) -> sub
     env = os.environ.copy()
     for k in [k for k in env if k.startswith("PREFECT_")]:
         env.pop(k)  # a PREFECT_API_URL / PREFECT_HOME of the caller must not leak into this check
-    # The UI's own idea of where the API is defaults to port 4200 whatever --port says (Prefect 3.9: it is
-    # derived from PREFECT_SERVER_API_PORT, not from `prefect server start --port`); on any other port the
-    # UI would show "Can't connect to Server API" unless told.
-    env["PREFECT_UI_API_URL"] = f"http://127.0.0.1:{port}/api"
+    # No UI API URL is set here on purpose: `solforge serve` must point the UI at its own port (Prefect 3.9
+    # defaults the UI to port 4200 whatever --port says), and this check fails if it does not.
     return subprocess.Popen(
         [solforge, "serve", "--no-deploy", "--data-dir", str(data_dir), "--port", str(port)],
         cwd=ROOT, env=env, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT, start_new_session=True,
