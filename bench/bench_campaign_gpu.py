@@ -3,7 +3,7 @@
 For each GPU set (``--gpus 0 --gpus 0,1``) runs the same campaign (offline agents, fresh data directory)
 with ``CUDA_VISIBLE_DEVICES`` set to it, samples every GPU's utilisation through NVML every 100 ms while
 it runs, and counts the candidates the run stored a verdict for. Reports wall time, candidates judged,
-candidates per GPU-minute, the judge-slot occupancy (judge seconds / (wall x GPUs)), the kernel-time
+candidates per GPU-minute, the judge-slot occupancy (judge seconds / (judging window x GPUs)), the kernel-time
 share of each GPU (mean NVML utilisation) and the
 throughput ratio to the first GPU set. Writes a Markdown table to --out.
 
@@ -64,19 +64,27 @@ class Sampler:
         return sum(s) / (100 * len(s)) if s else 0.0
 
 
-def judged_candidates(data_dir: Path) -> tuple[int, int, float]:
-    """(candidates with a stored trace, traces, judge seconds summed over candidates) of the run."""
+def judged_candidates(data_dir: Path) -> tuple[int, int, float, float]:
+    """(candidates with a stored trace, traces, judge seconds, judging window seconds) of the run.
+
+    Each trace carries its share of its candidate's judge run (wall / workloads), so a candidate's judge
+    seconds are the sum over its traces. The window runs from the first judge start to the last stored
+    verdict, leaving out the run's fixed start-up (Prefect server, cluster, imports).
+    """
     import pyarrow.dataset as ds
 
     traces = data_dir / "traces"
     files = [str(p) for p in traces.rglob("part-*.parquet")]
     if not files:
-        return 0, 0, 0.0
-    table = ds.dataset(files, format="parquet").to_table(columns=["candidate_id", "judge_s"])
+        return 0, 0, 0.0, 0.0
+    table = ds.dataset(files, format="parquet").to_table(columns=["candidate_id", "judge_s", "created_at"])
     judge_s: dict[str, float] = {}
-    for cid, s in zip(table.column("candidate_id").to_pylist(), table.column("judge_s").to_pylist()):
-        judge_s[cid] = max(judge_s.get(cid, 0.0), s or 0.0)  # one judge run per candidate, repeated per trace
-    return len(judge_s), table.num_rows, sum(judge_s.values())
+    stored: dict[str, float] = {}
+    for cid, s, at in zip(*(table.column(c).to_pylist() for c in ("candidate_id", "judge_s", "created_at"))):
+        judge_s[cid] = judge_s.get(cid, 0.0) + (s or 0.0)
+        stored[cid] = max(stored.get(cid, 0.0), at.timestamp())
+    start = min(stored[c] - judge_s[c] for c in stored)
+    return len(judge_s), table.num_rows, sum(judge_s.values()), max(stored.values()) - start
 
 
 def run_campaign(problems: list[str], gpus: str, args: argparse.Namespace, work: Path) -> dict:
@@ -100,10 +108,10 @@ def run_campaign(problems: list[str], gpus: str, args: argparse.Namespace, work:
         t0 = time.monotonic()
         rc = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO).returncode
         wall = time.monotonic() - t0
-    cands, traces, judge_s = judged_candidates(data_dir)
+    cands, traces, judge_s, window_s = judged_candidates(data_dir)
     if rc != 0:
         print(log.read_text()[-4000:], file=sys.stderr)
-    return {"gpus": gpus, "rc": rc, "wall_s": wall, "candidates": cands, "traces": traces, "judge_s": judge_s,
+    return {"gpus": gpus, "rc": rc, "wall_s": wall, "candidates": cands, "traces": traces, "judge_s": judge_s, "window_s": window_s,
             "busy": {i: sampler.busy_fraction(i) for i in indices}, "log": str(log)}  # fmt: skip
 
 
@@ -128,19 +136,22 @@ def main() -> None:
         print(r, flush=True)
     base = rows[0]
     base_rate = base["candidates"] / base["wall_s"] if base["wall_s"] else 0.0
+    base_window_rate = base["candidates"] / base["window_s"] if base["window_s"] else 0.0
     lines = [f"# solforge run throughput, {len(args.problems)} problems, at most {args.max_candidates} candidates "
              f"({time.strftime('%Y-%m-%d')})", "",
-             "| GPUs | exit | wall s | candidates judged | traces | candidates / GPU-minute | judge-slot occupancy | NVML kernel-time share | throughput vs first |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+             "| GPUs | exit | wall s | judging window s | candidates judged | traces | candidates / GPU-minute "
+             "| judge-slot occupancy (window) | NVML kernel-time share | throughput vs first (whole run) | (window) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for r in rows:
         n = len(r["busy"])
         per_gpu_min = r["candidates"] / (r["wall_s"] / 60 * n) if r["wall_s"] else 0.0
         rate = r["candidates"] / r["wall_s"] if r["wall_s"] else 0.0
         busy = ", ".join(f"gpu{i} {b:.0%}" for i, b in r["busy"].items())
         ratio = rate / base_rate if base_rate else 0.0
-        occupancy = r["judge_s"] / (r["wall_s"] * n) if r["wall_s"] else 0.0
-        lines.append(f"| {r['gpus']} | {r['rc']} | {r['wall_s']:.0f} | {r['candidates']} | {r['traces']} | "
-                     f"{per_gpu_min:.1f} | {occupancy:.0%} | {busy} | {ratio:.2f}x |")  # fmt: skip
+        occupancy = r["judge_s"] / (r["window_s"] * n) if r["window_s"] else 0.0
+        window_ratio = (r["candidates"] / r["window_s"]) / base_window_rate if r["window_s"] and base_window_rate else 0.0
+        lines.append(f"| {r['gpus']} | {r['rc']} | {r['wall_s']:.0f} | {r['window_s']:.0f} | {r['candidates']} | "
+                     f"{r['traces']} | {per_gpu_min:.1f} | {occupancy:.0%} | {busy} | {ratio:.2f}x | {window_ratio:.2f}x |")  # fmt: skip
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
