@@ -1,6 +1,7 @@
 """Run the offline agent over a problems directory, judge every candidate, write a Markdown table.
 
-Each candidate is judged in a fresh process with ``python -m sol_bench eval --json``; per problem the
+Each candidate is judged by ``sol_bench.judge.evaluate`` in this process (the candidate itself runs in the
+judge's sandboxed worker process, as always), and its statuses and latencies go back to the agent; per problem the
 best fully-passing candidate (highest geomean speedup over the reference) is reported with its speedup vs
 eager, vs T_b (when ``--baselines`` gives T_b per workload uuid) and its median SOL score (T_b known and
 the trace carries T_SOL).
@@ -14,9 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +24,10 @@ sys.path.insert(0, str(REPO))
 
 from agents.base import AttemptFeedback, WorkloadFeedback  # noqa: E402
 from agents.offline.agent import OfflineAgent  # noqa: E402
-from sol_bench.problem import find_problems, load_problem  # noqa: E402
+from sol_bench.errors import JudgeError  # noqa: E402
+from sol_bench.judge import JudgeConfig, evaluate  # noqa: E402
+from sol_bench.models import Solution  # noqa: E402
+from sol_bench.problem import Problem, find_problems, load_problem  # noqa: E402
 from sol_bench.score import sol_score  # noqa: E402
 
 
@@ -48,20 +50,18 @@ def geomean(xs: list[float]) -> float | None:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
-def judge(problem_dir: Path, solution_json: str, device: str, timeout: int, work: Path, name: str,
-          baselines: dict[str, float], max_workloads: int | None = None) -> Result:
-    path = work / f"{name}.json"
-    path.write_text(solution_json)
-    cmd = [sys.executable, "-m", "sol_bench", "eval", str(problem_dir), "--solution", str(path), "--json",
-           "--device", device]  # fmt: skip
-    if max_workloads:
-        cmd += ["--max-workloads", str(max_workloads)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+def judge(problem: Problem, solution_json: str, device: str, timeout: int, baselines: dict[str, float]) -> Result:
+    """Judge one candidate with the judge in this (trusted) process: the candidate still runs in the
+    judge's sandboxed worker process, and this saves a judge start (torch import, CUDA context) per
+    candidate. ``timeout`` is the judge's per-workload limit."""
+    name = json.loads(solution_json)["name"]
+    config = JudgeConfig(device=device, timeout_s=float(timeout), staging_root=REPO / "kernels_tmp")
+    try:
+        traces = [t.model_dump(mode="json") for t in evaluate(problem, Solution.model_validate_json(solution_json), config)]
+    except JudgeError as e:
+        return Result(name, [f"JUDGE_ERROR({str(e).splitlines()[0][:120]})"], [], [], [])
     res = Result(name, [], [], [], [])
-    for line in out.stdout.splitlines():
-        if not line.startswith("{"):
-            continue
-        trace = json.loads(line)
+    for trace in traces:
         ev = trace["evaluation"]
         res.statuses.append(ev["status"])
         perf = ev.get("performance") or {}
@@ -75,8 +75,6 @@ def judge(problem_dir: Path, solution_json: str, device: str, timeout: int, work
             res.vs_tb.append(t_b / t_k)
         if t_b and ev.get("t_sol_ms") is not None:
             res.sol.append(sol_score(t_k, t_b, ev["t_sol_ms"]).sol_score)
-    if not res.statuses:
-        res.statuses = [f"NO_TRACE(rc={out.returncode}: {out.stderr.strip().splitlines()[-1:]})"]
     return res
 
 
@@ -126,7 +124,7 @@ def main() -> int:
     ap.add_argument("problems", type=Path, nargs="+", help="problem directories or directories of problems")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--max-candidates", type=int, default=16)
-    ap.add_argument("--timeout", type=int, default=600, help="seconds per candidate judgement")
+    ap.add_argument("--timeout", type=int, default=120, help="the judge's limit per workload, seconds")
     ap.add_argument("--baselines", type=Path, help="JSON object: workload uuid -> T_b in ms (optimised baseline)")
     ap.add_argument("--max-workloads", type=int, help="judge only the N smallest workloads of each problem")
     ap.add_argument("-o", "--output", type=Path, default=Path("offline_agents.md"))
@@ -149,41 +147,40 @@ def main() -> int:
     pdirs = [d for root in args.problems for d in find_problems(root)]
     if args.prebuild_jobs:
         prebuild([load_problem(d) for d in pdirs], args.device, args.max_candidates, args.prebuild_jobs)
-    with tempfile.TemporaryDirectory() as tmp:
-        for pdir in pdirs:
-            problem = load_problem(pdir)
-            if args.max_workloads:
-                problem = problem.select(problem.smallest_workloads(args.max_workloads))
-            agent = OfflineAgent(max_candidates=args.max_candidates)
-            history: list[AttemptFeedback] = []
-            results: list[Result] = []
-            while (cand := agent.propose(problem, history, args.device)) is not None:
-                r = judge(pdir, cand.solution.model_dump_json(), args.device, args.timeout, Path(tmp), cand.solution.name,
-                          baselines, args.max_workloads)
-                results.append(r)
-                fb = tuple(WorkloadFeedback(w.uuid, s) for w, s in zip(problem.workloads, r.statuses))
-                history.append(AttemptFeedback(cand.solution.name, cand.solution, fb))
-                print(f"{problem.name}: {cand.solution.name}: {sorted(set(r.statuses))} "
-                      f"speedup {fmt(geomean(r.speedups))}", flush=True)  # fmt: skip
-            passing = [r for r in results if r.passed]
-            best = max(passing, key=lambda r: geomean(r.speedups) or 0.0, default=None)
-            n_pass = f"{len(passing)}/{len(results)}"
-            if best is None:
-                rows.append(f"| {problem.name} | – (none passed) | {n_pass} | – | – | – |")
-                records.append({"problem": problem.name, "best": None, "passed": len(passing), "tried": len(results)})
-                save(records[-1])
-                continue
-            g, tb = geomean(best.speedups), geomean(best.vs_tb)
-            sol = sorted(best.sol)[len(best.sol) // 2] if best.sol else None
-            best_speedups += [g] if g else []
-            best_tb += [tb] if tb else []
-            best_sol += [sol] if sol is not None else []
-            short = best.name.removeprefix(problem.name + "__")
-            records.append({"problem": problem.name, "best": short, "passed": len(passing), "tried": len(results),
-                            "speedup": g, "vs_tb": tb, "sol_score": sol, "latencies_ms": best.latencies})  # fmt: skip
+    for pdir in pdirs:
+        problem = load_problem(pdir)
+        if args.max_workloads:
+            problem = problem.select(problem.smallest_workloads(args.max_workloads))
+        agent = OfflineAgent(max_candidates=args.max_candidates)
+        history: list[AttemptFeedback] = []
+        results: list[Result] = []
+        while (cand := agent.propose(problem, history, args.device)) is not None:
+            r = judge(problem, cand.solution.model_dump_json(), args.device, args.timeout, baselines)
+            results.append(r)
+            fb = tuple(WorkloadFeedback(w.uuid, s, latency_ms=r.latencies.get(w.uuid))  # the search climbs on these
+                       for w, s in zip(problem.workloads, r.statuses))
+            history.append(AttemptFeedback(cand.solution.name, cand.solution, fb))
+            print(f"{problem.name}: {cand.solution.name}: {sorted(set(r.statuses))} "
+                  f"speedup {fmt(geomean(r.speedups))}", flush=True)  # fmt: skip
+        passing = [r for r in results if r.passed]
+        best = max(passing, key=lambda r: geomean(r.speedups) or 0.0, default=None)
+        n_pass = f"{len(passing)}/{len(results)}"
+        if best is None:
+            rows.append(f"| {problem.name} | – (none passed) | {n_pass} | – | – | – |")
+            records.append({"problem": problem.name, "best": None, "passed": len(passing), "tried": len(results)})
             save(records[-1])
-            rows.append(f"| {problem.name} | {short} | {n_pass} | {fmt(g, suffix='×')} | {fmt(tb, suffix='×')} "
-                        f"| {fmt(sol)} |")  # fmt: skip
+            continue
+        g, tb = geomean(best.speedups), geomean(best.vs_tb)
+        sol = sorted(best.sol)[len(best.sol) // 2] if best.sol else None
+        best_speedups += [g] if g else []
+        best_tb += [tb] if tb else []
+        best_sol += [sol] if sol is not None else []
+        short = best.name.removeprefix(problem.name + "__")
+        records.append({"problem": problem.name, "best": short, "passed": len(passing), "tried": len(results),
+                        "speedup": g, "vs_tb": tb, "sol_score": sol, "latencies_ms": best.latencies})  # fmt: skip
+        save(records[-1])
+        rows.append(f"| {problem.name} | {short} | {n_pass} | {fmt(g, suffix='×')} | {fmt(tb, suffix='×')} "
+                    f"| {fmt(sol)} |")  # fmt: skip
 
     median_sol = sorted(best_sol)[len(best_sol) // 2] if best_sol else None
     beat_tb = sum(x > 1 for x in best_tb)
