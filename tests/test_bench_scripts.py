@@ -1,0 +1,45 @@
+"""The GPU-session benches run end to end on the CPU (small settings), so a GPU lease is not spent on a typo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE = REPO / "tests/fixtures/problems/rmsnorm_small"
+
+
+def _run(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=REPO, timeout=timeout)
+
+
+def test_offline_agent_bench_judges_and_records_latencies(tmp_path):
+    baselines = tmp_path / "tb.json"
+    smallest = "rms-1"
+    baselines.write_text(json.dumps({smallest: 1.0}))
+    out, lines = tmp_path / "t.md", tmp_path / "t.jsonl"
+    res = _run("bench/bench_offline_agents.py", str(FIXTURE), "--device", "cpu", "--max-candidates", "2",
+               "--max-workloads", "1", "--baselines", str(baselines), "-o", str(out), "--json-out", str(lines))  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    [record] = [json.loads(line) for line in lines.read_text().splitlines()]
+    assert record["problem"] == "rmsnorm_small" and record["tried"] == 2 and record["passed"] >= 1
+    [(uuid, t_k)] = record["latencies_ms"].items()
+    assert uuid == smallest and t_k > 0
+    assert abs(record["vs_tb"] - 1.0 / t_k) < 1e-9 * max(1.0, 1.0 / t_k)
+    assert "| rmsnorm_small |" in out.read_text()
+
+
+def test_baseline_bench_renders_saved_records(tmp_path):
+    record = {"problem": "rmsnorm_small", "uuid": "rms-1", "device_name": "NVIDIA H200", "eager_ms": 0.05,
+              "t_b_ms": 0.01, "best_variant": "cudagraph-eager", "variants": {}, "failed": {}}  # fmt: skip
+    records = tmp_path / "b.jsonl"
+    records.write_text(json.dumps(record) + "\n")
+    out, tb = tmp_path / "b.md", tmp_path / "tb.json"
+    res = _run("bench/bench_baseline.py", str(FIXTURE), "--records", str(records), "--device", "cpu",
+               "--hardware", "H200", "-o", str(out), "--json-out", str(tb))  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| rmsnorm_small | rms-1 |"))
+    assert "| 0.0500 | 0.0100 | cudagraph-eager |" in row and "| 5.00x |" in row
+    assert json.loads(tb.read_text()) == {"rms-1": 0.01}
