@@ -100,7 +100,7 @@ def main() -> None:
         null.write_text(NULL_JUDGE.format(python=sys.executable))
         null.chmod(0o755)
         results.append(run_once("null", ns.problem, ns.device, ns.candidates, tmp / "null",
-                                base_env | {"SOLFORGE_JUDGE_PYTHON": str(null)}))
+                                base_env | {"SOLFORGE_JUDGE_PYTHON": str(null), "SOLFORGE_JUDGE_SERVER": "0"}))
     lines = [
         f"# Orchestration overhead ({ns.device}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, "
         f"problem {ns.problem.name})",

@@ -107,6 +107,7 @@ def main() -> None:
     judge.write_text(SLEEP_JUDGE.format(python=sys.executable, judge_s=ns.judge_s))
     judge.chmod(0o755)
     env["SOLFORGE_JUDGE_PYTHON"] = str(judge)
+    env["SOLFORGE_JUDGE_SERVER"] = "0"  # the fake judge speaks only the one-shot eval command
     results = []
     for n in slot_counts:
         results.append(run_once(n, problems, ns, work, env))

@@ -44,6 +44,20 @@ def gpu():  # noqa: ANN201 - a dask.annotate context manager
     return dask.annotate(resources={GPU_RESOURCE: 1})
 
 
+def install_judge_servers(address: str) -> None:
+    """Give every worker (present and future) a long-lived judge process: saves the judge's start per candidate.
+
+    ``SOLFORGE_JUDGE_SERVER=0`` keeps one judge process per candidate (for comparison or debugging)."""
+    if os.environ.get("SOLFORGE_JUDGE_SERVER", "1") == "0":
+        return
+    from distributed import Client
+
+    from solforge.judge_server import JudgeServerPlugin
+
+    with Client(address, timeout=30) as client:
+        client.register_plugin(JudgeServerPlugin())
+
+
 @contextmanager
 def dask_runtime(
     device: str = "auto", dask_address: str | None = None, cpu_device_workers: int = 1
@@ -56,10 +70,12 @@ def dask_runtime(
             slots = sum(int(w.get("resources", {}).get(GPU_RESOURCE, 0)) for w in info["workers"].values())
         if slots == 0:
             raise RuntimeError(f"no worker of {dask_address} holds the resource {GPU_RESOURCE}")
+        install_judge_servers(dask_address)
         yield Runtime(dask_address, "cuda" if device == "auto" else device, slots)
         return
     plan = detect_plan(device, cpu_device_workers)
     with local_cluster(plan, env=worker_env()) as address:
+        install_judge_servers(address)
         yield Runtime(address, plan.device, len(worker_devices(plan)), worker_devices(plan))
 
 

@@ -109,7 +109,10 @@ def run_validate(dirs: list[Path], as_json: bool = False, out: IO[str] = sys.std
     return 0 if ok else 1
 
 
-def main(argv: list[str] | None = None) -> int:
+SERVE_DONE = "sol_bench_serve_done"
+
+
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sol_bench", description="The solforge judge.")
     sub = p.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("eval", help="judge a solution on every workload of a problem")
@@ -130,18 +133,61 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("validate", help="check problem directories")
     v.add_argument("dirs", type=Path, nargs="+")
     v.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
+    sub.add_parser("serve", help="judge eval requests from stdin, one JSON list of eval arguments per line")
+    return p
+
+
+def _dispatch(args: argparse.Namespace, out: IO[str] | None = None) -> int:
+    out = out or sys.stdout
     try:
         if args.cmd == "eval":
             return run_eval(
                 args.problem_dir, args.solution, args.device, args.json, args.output, args.timeout,
                 args.compile_timeout, args.seed, args.iterations, args.warmup, args.staging_root, args.data_root,
-                workloads=args.workload, max_workloads=args.max_workloads,
+                out=out, workloads=args.workload, max_workloads=args.max_workloads,
             )  # fmt: skip
-        return run_validate(args.dirs, args.json)
+        return run_validate(args.dirs, args.json, out=out)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except JudgeError as err:
         print(f"judge error (not the candidate's fault): {err}", file=sys.stderr)
         return 3
+
+
+def run_serve(parser: argparse.ArgumentParser, requests: IO[str] = sys.stdin, out: IO[str] = sys.stdout) -> int:
+    """One judge process for many candidates: saves its start (imports, CUDA context) per candidate.
+
+    Each request line is a JSON list of ``eval`` arguments; its traces are written exactly as ``eval --json``
+    writes them, then one line ``{"sol_bench_serve_done": true, "exit": N}`` with the exit code ``eval``
+    would have returned. Candidates still run in their own sandboxed worker processes, one per candidate.
+    After a judge error (exit 3) the server stops: its own state is no longer trusted.
+    """
+    for line in requests:
+        if not line.strip():
+            continue
+        try:
+            argv = json.loads(line)
+            if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+                raise ValueError("a request is a JSON list of strings")
+            if {"-h", "--help"} & set(argv):
+                raise ValueError("help would write to the trace channel")
+            args = parser.parse_args(["eval", *argv])
+        except (ValueError, SystemExit) as err:  # argparse exits on bad arguments
+            print(f"error: bad request: {err}", file=sys.stderr)
+            rc = 2
+        else:
+            rc = _dispatch(args, out)
+        out.write(json.dumps({SERVE_DONE: True, "exit": rc}) + "\n")
+        out.flush()
+        if rc == 3:
+            return 3
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.cmd == "serve":
+        return run_serve(parser)
+    return _dispatch(args)

@@ -1,4 +1,5 @@
-"""Calls the judge in its own process: ``<python> -m sol_bench eval PROBLEM --solution FILE --device D --json``.
+"""Calls the judge in its own process: ``<python> -m sol_bench eval PROBLEM --solution FILE --device D --json``,
+or sends the same arguments to a Dask worker's long-lived ``sol_bench serve`` process (``judge_server``).
 
 The process boundary is part of the judge's security, so the pipeline never imports the judge to run a
 candidate. The judge prints one Trace JSON per line (exit 0: all passed, 1: some failed, 2: bad input, 3: the
@@ -21,6 +22,8 @@ from pydantic import ValidationError
 from sol_bench.models import Environment, Evaluation, Solution, Status, Trace
 from sol_bench.problem import Problem
 
+from .judge_server import JudgeServers, ServedRun, ServerOverran
+
 
 class JudgeInputError(Exception):
     """The judge refused its input (exit 2): a broken problem or solution file, not a verdict."""
@@ -32,7 +35,8 @@ class JudgeInternalError(Exception):
 
 @dataclass(frozen=True)
 class JudgeOptions:
-    """How to call the judge. ``python`` defaults to ``$SOLFORGE_JUDGE_PYTHON``, else this interpreter."""
+    """How to call the judge. ``python`` defaults to ``$SOLFORGE_JUDGE_PYTHON``, else this interpreter; in a
+    campaign it must also run ``-m sol_bench serve`` unless ``SOLFORGE_JUDGE_SERVER=0``."""
 
     device: str = "cpu"
     timeout_s: float = 60.0  # per workload, enforced by the judge
@@ -91,9 +95,13 @@ def restrict(problem: Problem, opts: JudgeOptions) -> Problem | None:
 
 
 def judge_argv(problem_dir: Path, solution_file: Path, opts: JudgeOptions, workloads: list[str] | None = None) -> list[str]:
+    return [opts.python, "-m", "sol_bench", "eval", *eval_args(problem_dir, solution_file, opts, workloads)]
+
+
+def eval_args(problem_dir: Path, solution_file: Path, opts: JudgeOptions, workloads: list[str] | None = None) -> list[str]:
+    """The arguments of ``sol_bench eval`` (also what a judge server request carries)."""
     return [
-        opts.python, "-m", "sol_bench", "eval", str(problem_dir),
-        "--solution", str(solution_file), "--device", opts.device, "--json",
+        str(problem_dir), "--solution", str(solution_file), "--device", opts.device, "--json",
         "--timeout", f"{opts.timeout_s:g}", "--compile-timeout", f"{opts.compile_timeout_s:g}",
         *(["--staging-root", opts.staging_root] if opts.staging_root else []),
         *(["--iterations", str(opts.iterations), "--warmup", str(min(10, opts.iterations))] if opts.iterations else []),
@@ -130,38 +138,50 @@ def _missing(problem: Problem, solution: Solution, seen: set[str], status: Statu
     ]
 
 
-def run_judge(problem: Problem, solution: Solution, opts: JudgeOptions) -> JudgeRun:
-    """Judge ``solution`` on every workload of ``problem`` that ``opts`` allows; always one trace each."""
+def _one_shot(argv: list[str], opts: JudgeOptions, cwd: str, deadline_s: float) -> ServedRun:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=deadline_s, cwd=cwd, env=opts.judge_env())
+    except subprocess.TimeoutExpired as e:
+        raise ServerOverran(e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")) from None
+    return ServedRun(proc.returncode, proc.stdout, proc.stderr[-2000:])
+
+
+def run_judge(problem: Problem, solution: Solution, opts: JudgeOptions, servers: JudgeServers | None = None) -> JudgeRun:
+    """Judge ``solution`` on every workload of ``problem`` that ``opts`` allows; always one trace each.
+
+    With ``servers`` (a Dask worker's), the request goes to that worker's long-lived judge process; else, or
+    while it is busy, a judge process is started for this candidate alone.
+    """
     full = problem
     problem = restrict(problem, opts) or full.select(full.smallest_workloads(1))
     with tempfile.TemporaryDirectory(prefix="solforge-judge-") as tmp:
         sol_file = Path(tmp) / "solution.json"
         sol_file.write_text(solution.model_dump_json())
-        argv = judge_argv(problem.path, sol_file, opts, [w.uuid for w in problem.workloads] if problem is not full else None)
+        only = [w.uuid for w in problem.workloads] if problem is not full else None
+        args = eval_args(Path(problem.path).resolve(), sol_file, opts, only)
+        deadline = opts.wall_limit_s(len(problem.workloads))
         t0 = time.monotonic()
         try:
-            proc = subprocess.run(
-                argv, capture_output=True, text=True, timeout=opts.wall_limit_s(len(problem.workloads)),
-                cwd=tmp, env=opts.judge_env(),
-            )
-        except subprocess.TimeoutExpired as e:
+            served = servers.run(opts.python, opts.judge_env(), args, deadline) if servers is not None else None
+            if served is None:
+                served = _one_shot([opts.python, "-m", "sol_bench", "eval", *args], opts, tmp, deadline)
+        except ServerOverran as e:
             wall = time.monotonic() - t0
-            stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            traces = [t for t in parse_traces(stdout) if t.definition == problem.name]
+            traces = [t for t in parse_traces(e.stdout) if t.definition == problem.name]
             seen = {t.workload.uuid for t in traces}
             reason = f"judge process overran {wall:.0f} s and was killed"
             traces += _missing(problem, solution, seen, Status.TIMEOUT, reason, opts.device)
             return JudgeRun(tuple(traces), returncode=-9, wall_s=wall)
         wall = time.monotonic() - t0
-    tail = proc.stderr[-2000:]
-    if proc.returncode == 2:
+    tail = served.stderr_tail
+    if served.returncode == 2:
         raise JudgeInputError(f"judge refused the input (exit 2): {tail.strip()[-500:]}")
-    if proc.returncode == 3:
+    if served.returncode == 3:
         raise JudgeInternalError(f"judge error (exit 3): {tail.strip()[-500:]}")
     known = {w.uuid for w in problem.workloads}
-    traces = [t for t in parse_traces(proc.stdout) if t.workload.uuid in known]
+    traces = [t for t in parse_traces(served.stdout) if t.workload.uuid in known]
     seen = {t.workload.uuid for t in traces}
     if len(seen) < len(known):
-        reason = f"judge process exited with code {proc.returncode} without a verdict: {tail.strip()[-300:]}"
+        reason = f"judge process exited with code {served.returncode} without a verdict: {tail.strip()[-300:]}"
         traces += _missing(problem, solution, seen, Status.RUNTIME_ERROR, reason, opts.device)
-    return JudgeRun(tuple(traces), returncode=proc.returncode, wall_s=wall, stderr_tail=tail)
+    return JudgeRun(tuple(traces), returncode=served.returncode, wall_s=wall, stderr_tail=tail)

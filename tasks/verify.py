@@ -14,6 +14,7 @@ from prefect.cache_policies import NO_CACHE
 from sol_bench.models import Environment, Evaluation, Status, Trace
 from sol_bench.problem import load_problem
 from solforge.judge_client import JudgeInternalError, JudgeOptions, JudgeRun, run_judge
+from solforge.judge_server import worker_servers
 
 from .common import Compiled
 
@@ -44,4 +45,4 @@ def verify(problem_dir: str, compiled: Compiled | None, options: JudgeOptions) -
             for w in problem.workloads
         )
         return JudgeRun(traces=traces, returncode=1, wall_s=0.0)
-    return run_judge(problem, compiled.solution, options)
+    return run_judge(problem, compiled.solution, options, worker_servers())

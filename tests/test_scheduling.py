@@ -76,7 +76,8 @@ def test_campaign_keeps_two_device_slots_busy_and_each_attempt_sees_its_problems
     judge.write_text(bench.SLEEP_JUDGE.format(python=sys.executable, judge_s=1.5))
     judge.chmod(0o755)
     data = tmp_path / "data"
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"} | {"SOLFORGE_JUDGE_PYTHON": str(judge)}
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env |= {"SOLFORGE_JUDGE_PYTHON": str(judge), "SOLFORGE_JUDGE_SERVER": "0"}  # a one-shot fake judge
     cmd = [sys.executable, "-m", "solforge", "run", str(problems), "--agent", "reference", "--device", "cpu",
            "--cpu-device-workers", "2", "--max-candidates", "6", "--max-workloads", "1", "--iterations", "1",
            "--data-dir", str(data), "--run-id", "window", "--json"]

@@ -1,0 +1,96 @@
+"""The long-lived judge (``python -m sol_bench serve``) and the pipeline's client for it."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from sol_bench.cli import SERVE_DONE, build_parser, run_serve
+from sol_bench.models import Status
+from sol_bench.problem import load_problem, load_solution
+from solforge.judge_client import JudgeOptions, run_judge
+from solforge.judge_server import JudgeServer, JudgeServers, ServerOverran
+
+REPO = Path(__file__).resolve().parents[1]
+PROBLEM = REPO / "tests/fixtures/problems/rmsnorm_small"
+SOLUTION = REPO / "tests/fixtures/solutions/rmsnorm_pytorch.json"
+FAST = ["--device", "cpu", "--json", "--iterations", "3", "--warmup", "1", "--max-workloads", "1"]
+
+
+def _request(*extra: str) -> list[str]:
+    return [str(PROBLEM), "--solution", str(SOLUTION), *FAST, *extra]
+
+
+def test_serve_answers_each_request_then_a_done_line():
+    requests = io.StringIO("\n".join([json.dumps(_request()), "not json", json.dumps(["--help"]),
+                                      json.dumps(_request())]) + "\n")  # fmt: skip
+    out = io.StringIO()
+    assert run_serve(build_parser(), requests, out) == 0
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    done = [i for i, rec in enumerate(lines) if SERVE_DONE in rec]
+    assert [lines[i]["exit"] for i in done] == [0, 2, 2, 0]
+    traces = [rec for rec in lines if SERVE_DONE not in rec]
+    assert len(traces) == 2 and all(t["evaluation"]["status"] == "PASSED" for t in traces)
+    assert done[0] == 1 and done[3] == len(lines) - 1  # each request's traces come before its done line
+
+
+def test_serve_stops_after_a_judge_error(monkeypatch):
+    from sol_bench import cli
+    from sol_bench.errors import JudgeError
+
+    def broken(*a, **k):
+        raise JudgeError("the judge's own failure")
+
+    monkeypatch.setattr(cli, "run_eval", broken)
+    requests = io.StringIO(json.dumps(_request()) + "\n" + json.dumps(_request()) + "\n")
+    out = io.StringIO()
+    assert run_serve(build_parser(), requests, out) == 3
+    assert [json.loads(line)["exit"] for line in out.getvalue().splitlines()] == [3]  # the second is never read
+
+
+def test_one_server_process_judges_many_candidates():
+    servers = JudgeServers()
+    try:
+        problem = load_problem(PROBLEM)
+        sol = load_solution(SOLUTION)
+        opts = JudgeOptions(device="cpu", iterations=3, max_workloads=1)
+        first = run_judge(problem, sol, opts, servers)
+        pids = {s.proc.pid for s in servers._servers.values()}
+        second = run_judge(problem, sol, opts, servers)
+        assert {s.proc.pid for s in servers._servers.values()} == pids and len(pids) == 1
+        for run in (first, second):
+            assert [t.evaluation.status for t in run.traces] == [Status.PASSED]
+            assert run.returncode == 0
+    finally:
+        servers.close()
+    assert not any(s.alive() for s in servers._servers.values())
+
+
+def test_an_overrun_kills_the_server_and_the_next_request_gets_a_new_one():
+    server = JudgeServer(sys.executable, dict(__import__("os").environ))
+    try:
+        with pytest.raises(ServerOverran):
+            server.request(_request(), deadline_s=0.2)  # the judge cannot even import in 0.2 s
+        assert not server.alive()
+    finally:
+        server.close()
+    servers = JudgeServers()
+    try:
+        run = servers.run(sys.executable, dict(__import__("os").environ), _request(), deadline_s=300)
+        assert run is not None and run.returncode == 0 and '"PASSED"' in run.stdout
+    finally:
+        servers.close()
+
+
+def test_a_busy_worker_server_sends_the_caller_to_a_one_shot_judge():
+    servers = JudgeServers()
+    assert servers._lock.acquire(blocking=False)
+    try:
+        assert servers.run(sys.executable, {}, _request(), deadline_s=10) is None
+    finally:
+        servers._lock.release()
+        servers.close()
