@@ -57,3 +57,18 @@ def test_baseline_command_stores_records(tmp_path):
     assert len(list((tmp_path / "baselines").glob("*/rmsnorm_small.json"))) == 1
     res = CliRunner().invoke(cli, ["baseline", str(FIXTURES), "--variants", "turbo"])
     assert res.exit_code != 0
+
+
+def test_a_root_without_problems_is_refused_before_anything_is_printed(tmp_path):
+    from click.testing import CliRunner
+
+    from solforge.cli import cli
+
+    good = Path(__file__).parent / "fixtures/problems/rmsnorm_small"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for cmd in (["sol", "--json"], ["baseline", "--json", "--no-save", "--variants", "eager"]):
+        res = CliRunner().invoke(cli, [cmd[0], str(good), str(empty), *cmd[1:]])
+        assert res.exit_code == 2, res.output
+        assert "no definition.json at or below it" in res.output and str(empty) in res.output
+        assert '"uuid"' not in res.output  # the good root was not analysed first

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .options import data_dir_option, json_option
+from .options import data_dir_option, json_option, problem_dirs_under
 
 
 @click.command("baseline")
@@ -41,7 +41,7 @@ def baseline_command(problem_dirs, device, data_dir, variants, warmup, iteration
     """
     from sol_bench.baseline import BaselineConfig, measure_baselines, save_baselines
     from sol_bench.inputs import InputContext
-    from sol_bench.problem import find_problems, load_problem
+    from sol_bench.problem import load_problem
 
     chosen = tuple(v.strip() for v in variants.split(",") if v.strip()) if variants else None
     config = BaselineConfig(
@@ -54,24 +54,20 @@ def baseline_command(problem_dirs, device, data_dir, variants, warmup, iteration
         raise click.BadParameter(str(e), param_hint="--variants") from None
     if not as_json:
         click.echo(f"{'problem':<32}  {'uuid':<14}  {'eager_ms':>10}  {'T_b_ms':>10}  best variant")
-    for root in problem_dirs:
-        dirs = find_problems(root)
-        if not dirs:
-            raise click.BadParameter(f"{root}: no definition.json at or below it", param_hint="PROBLEM_DIR")
-        for d in dirs:
-            problem = load_problem(d)
-            if max_workloads is not None:
-                problem = problem.select(problem.smallest_workloads(max_workloads))
-            records = measure_baselines(problem, config)
-            where = None if no_save else save_baselines(data_dir, records)
-            for r in records:
-                if as_json:
-                    click.echo(json.dumps(r.model_dump(mode="json")))
-                else:
-                    click.echo(f"{r.problem[:32]:<32}  {r.uuid[:14]:<14}  {r.eager_ms:>10.4f}  {r.t_b_ms:>10.4f}  "
-                               f"{r.best_variant}")  # fmt: skip
-            if where is not None and not as_json:
-                click.echo(f"saved {where}", err=True)
+    for d in problem_dirs_under(problem_dirs):
+        problem = load_problem(d)
+        if max_workloads is not None:
+            problem = problem.select(problem.smallest_workloads(max_workloads))
+        records = measure_baselines(problem, config)
+        where = None if no_save else save_baselines(data_dir, records)
+        for r in records:
+            if as_json:
+                click.echo(json.dumps(r.model_dump(mode="json")))
+            else:
+                click.echo(f"{r.problem[:32]:<32}  {r.uuid[:14]:<14}  {r.eager_ms:>10.4f}  {r.t_b_ms:>10.4f}  "
+                           f"{r.best_variant}")  # fmt: skip
+        if where is not None and not as_json:
+            click.echo(f"saved {where}", err=True)
     sys.exit(0)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .options import json_option
+from .options import json_option, problem_dirs_under
 
 HARDWARE_CHOICES = ("B200", "H200", "H100", "measured", "auto")
 
@@ -63,7 +63,7 @@ def sol_command(problem_dirs, hardware, device, cache_dir, real_cap_mib, as_json
     Example:
       solforge sol data/problems --hardware H200 --json
     """
-    from sol_bench.problem import find_problems, load_problem
+    from sol_bench.problem import load_problem
     from sol_bench.reference import load_reference
     from sol_bench.sol import SolAnalysisError, analyze_workload, get_hardware
     from sol_bench.inputs import InputContext
@@ -73,28 +73,24 @@ def sol_command(problem_dirs, hardware, device, cache_dir, real_cap_mib, as_json
     if not as_json:
         click.echo(f"hardware: {model.name} ({model.source})")
         click.echo(_HEADER)
-    for root in problem_dirs:
-        dirs = find_problems(root)
-        if not dirs:
-            raise click.BadParameter(f"{root}: no definition.json at or below it", param_hint="PROBLEM_DIR")
-        for d in dirs:
-            problem = load_problem(d)
-            reference = load_reference(problem.definition)
-            for w in problem.workloads:
-                try:
-                    r = analyze_workload(
-                        problem.definition, w, model, reference=reference, real_device=device, real_cap_bytes=real_cap_mib << 20,
-                        ctx=InputContext(problem_dir=problem.path),
-                    )  # fmt: skip
-                except SolAnalysisError as e:
-                    failures += 1
-                    if as_json:
-                        click.echo(json.dumps({"problem": problem.name, "uuid": w.uuid, "error": str(e)}))
-                    else:
-                        click.echo(f"{problem.name[:32]:<32}  {w.uuid[:14]:<14}  cannot analyse: {e}", err=True)
-                    continue
-                values = r.model_dump(mode="json")
-                click.echo(json.dumps(values) if as_json else _table_row(values))
+    for d in problem_dirs_under(problem_dirs):
+        problem = load_problem(d)
+        reference = load_reference(problem.definition)
+        for w in problem.workloads:
+            try:
+                r = analyze_workload(
+                    problem.definition, w, model, reference=reference, real_device=device, real_cap_bytes=real_cap_mib << 20,
+                    ctx=InputContext(problem_dir=problem.path),
+                )  # fmt: skip
+            except SolAnalysisError as e:
+                failures += 1
+                if as_json:
+                    click.echo(json.dumps({"problem": problem.name, "uuid": w.uuid, "error": str(e)}))
+                else:
+                    click.echo(f"{problem.name[:32]:<32}  {w.uuid[:14]:<14}  cannot analyse: {e}", err=True)
+                continue
+            values = r.model_dump(mode="json")
+            click.echo(json.dumps(values) if as_json else _table_row(values))
     sys.exit(1 if failures else 0)
 
 
