@@ -124,11 +124,12 @@ class JudgeServer:
 
 
 class JudgeServers:
-    """The servers of one Dask worker: one per (interpreter, environment), one request at a time each."""
+    """The judge server of one Dask worker, one request at a time. A request with another interpreter or
+    environment replaces the server, so a worker never holds more than one."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._servers: dict[tuple, JudgeServer] = {}
+        self._server: JudgeServer | None = None
 
     def run(self, python: str, env: dict[str, str], eval_args: list[str], deadline_s: float) -> ServedRun | None:
         """The request's result, or None when this worker's server is busy (the caller runs one-shot)."""
@@ -136,18 +137,24 @@ class JudgeServers:
             return None
         try:
             key = (python, tuple(sorted(env.items())))
-            server = self._servers.get(key)
-            if server is None or not server.alive():
-                server = self._servers[key] = JudgeServer(python, env)
-            return server.request(eval_args, deadline_s)
+            if self._server is not None and (self._server.key != key or not self._server.alive()):
+                self._server.close()
+                self._server = None
+            if self._server is None:
+                self._server = JudgeServer(python, env)
+            return self._server.request(eval_args, deadline_s)
         finally:
             self._lock.release()
 
+    def pid(self) -> int | None:
+        """The server's process id, if one is running."""
+        return self._server.proc.pid if self._server is not None and self._server.alive() else None
+
     def close(self) -> None:
         with self._lock:
-            for server in self._servers.values():
-                server.close()
-            self._servers.clear()
+            if self._server is not None:
+                self._server.close()
+                self._server = None
 
 
 class JudgeServerPlugin(WorkerPlugin):
@@ -163,7 +170,7 @@ class JudgeServerPlugin(WorkerPlugin):
 
 
 def worker_servers() -> JudgeServers | None:
-    """This Dask worker's judge servers, or None outside a worker (or without the plugin)."""
+    """This Dask worker's judge server holder, or None outside a worker (or without the plugin)."""
     try:
         from distributed import get_worker
 

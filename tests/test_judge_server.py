@@ -59,15 +59,15 @@ def test_one_server_process_judges_many_candidates():
         sol = load_solution(SOLUTION)
         opts = JudgeOptions(device="cpu", iterations=3, max_workloads=1)
         first = run_judge(problem, sol, opts, servers)
-        pids = {s.proc.pid for s in servers._servers.values()}
+        pid = servers.pid()
         second = run_judge(problem, sol, opts, servers)
-        assert {s.proc.pid for s in servers._servers.values()} == pids and len(pids) == 1
+        assert pid is not None and servers.pid() == pid
         for run in (first, second):
             assert [t.evaluation.status for t in run.traces] == [Status.PASSED]
             assert run.returncode == 0
     finally:
         servers.close()
-    assert not any(s.alive() for s in servers._servers.values())
+    assert servers.pid() is None
 
 
 def test_an_overrun_kills_the_server_and_the_next_request_gets_a_new_one():
@@ -82,6 +82,22 @@ def test_an_overrun_kills_the_server_and_the_next_request_gets_a_new_one():
     try:
         run = servers.run(sys.executable, dict(__import__("os").environ), _request(), deadline_s=300)
         assert run is not None and run.returncode == 0 and '"PASSED"' in run.stdout
+    finally:
+        servers.close()
+
+
+def test_another_environment_replaces_the_server():
+    import os
+
+    servers = JudgeServers()
+    try:
+        env = dict(os.environ)
+        assert servers.run(sys.executable, env, _request(), deadline_s=300).returncode == 0
+        first = servers.pid()
+        assert servers.run(sys.executable, env | {"SOLFORGE_TEST_MARK": "1"}, _request(), deadline_s=300).returncode == 0
+        assert servers.pid() not in (None, first)
+        with pytest.raises(ProcessLookupError):
+            os.kill(first, 0)  # the first server is gone, not left running beside the second
     finally:
         servers.close()
 
