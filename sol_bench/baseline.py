@@ -27,7 +27,7 @@ from .models import Workload
 from .problem import Problem
 from .reference import Reference, load_reference
 from .sol.hardware import device_name, slugify
-from .timing import time_callable
+from .timing import LAUNCH_PREROLL_US, time_callable
 
 EAGER = "eager"
 COMPILE_DEFAULT = "compile-default"
@@ -56,6 +56,7 @@ class BaselineRecord(BaseModel):
     failed: dict[str, str] = Field(default_factory=dict, description="Variant -> why it was not counted.")
     torch_version: str = Field(description="torch.__version__ used.")
     timestamp: str = Field(description="ISO 8601, UTC.")
+    timing_method: str | None = Field(default=None, description="How time was measured (None: stored before this field).")
 
 
 class ProblemBaselines(BaseModel):
@@ -75,6 +76,7 @@ class BaselineConfig:
     warmup: int = 10
     iterations: int = 50
     flush_l2: bool = True
+    preroll_us: float = LAUNCH_PREROLL_US  # CUDA launch pre-roll, as the judge's (sol_bench.timing)
     seed: int = 0
     ctx: InputContext = field(default_factory=InputContext)
 
@@ -157,6 +159,7 @@ def measure_workload(
 
     times: dict[str, float] = {}
     iqrs: dict[str, float] = {}
+    method = None
     failed: dict[str, str] = {}
     for name in config.chosen_variants():
         torch.compiler.reset()  # a fresh compile per shape: no recompile limit, no stale guards
@@ -169,7 +172,7 @@ def measure_workload(
                     raise ValueError(f"returned {len(got)} outputs, eager returned {len(expected)}")
                 for i, (o, r) in enumerate(zip(got, expected)):
                     compare(f"#{i}", o, r, workload.tolerance)
-                stats = time_callable(fn, device, config.warmup, config.iterations, config.flush_l2)
+                stats = time_callable(fn, device, config.warmup, config.iterations, config.flush_l2, None, config.preroll_us)
         except CandidateFailure as e:
             failed[name] = f"outputs differ from eager: {e}"
             continue
@@ -182,6 +185,7 @@ def measure_workload(
             continue
         times[name] = stats.median_ms
         iqrs[name] = stats.iqr_ms
+        method = stats.method
     torch.compiler.reset()
     best = min(times, key=times.__getitem__)
     return BaselineRecord(
@@ -196,6 +200,7 @@ def measure_workload(
         failed=failed,
         torch_version=torch.__version__,
         timestamp=datetime.now(timezone.utc).isoformat(),
+        timing_method=method,
     )
 
 

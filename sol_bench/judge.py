@@ -57,7 +57,7 @@ from .reference import Reference, load_reference
 from .runner import Worker, candidate_env, start_worker
 from .shared import SharedArena
 from .staging import check_shadowing, stage
-from .timing import sm_clock_mhz, summarize, time_callable
+from .timing import LAUNCH_PREROLL_US, cuda_method, sm_clock_mhz, summarize, time_callable
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,7 @@ class JudgeConfig:
     sol_margin: float = 0.95  # a median latency under sol_margin * T_SOL (vendor peak rates) is impossible
     measured_sol_margin: float = 0.25  # a probed roofline is no physical bound: only flag gross violations
     time_reference: bool = True
+    launch_preroll_us: float = LAUNCH_PREROLL_US  # CUDA: host launch time left out of the window (timing.py)
 
 
 @dataclass
@@ -313,7 +314,7 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
     rng = random.Random(sub_seed(st.wseed, "sample"))
     sampled = {i for i in range(cfg.iterations) if rng.random() < 1.0 / max(1, cfg.check_every)}
     sampled.add(cfg.iterations - 1)
-    samples, walls, leaks = [], [], []
+    samples, walls, leaks, host_bound = [], [], [], 0
     for i in range(cfg.iterations):
         j = i % n_sets
         st.refill(j, sub_seed(st.wseed, "timed", i))
@@ -325,6 +326,7 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
         t_worker, t_all, flags = float(reply[1]), float(reply[2]), list(reply[3])
         if "persisting-l2" in flags:
             raise RewardHack("the candidate set aside persisting L2 cache (data pinned across timed runs)")
+        host_bound += "host-bound" in flags
         if ctx.device.type == "cuda":
             # All streams count: the later of the timed stream's end and the device going idle (less the
             # sync gap of an empty call, measured before the candidate loaded).
@@ -342,7 +344,8 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
             st.acc.timed_checked += 1
     ctx.phase["timing"] = ctx.phase.get("timing", 0.0) + time.monotonic() - t0
 
-    stats = summarize(samples, "cuda_events+device_sync" if ctx.device.type == "cuda" else "judge_perf_counter")
+    on_cuda = ctx.device.type == "cuda"
+    stats = summarize(samples, cuda_method(cfg.launch_preroll_us) if on_cuda else "judge_perf_counter")
     # Both checks compare with a no-op iteration measured before the candidate's code was loaded.
     excess_wall = statistics.median(walls) - worker.noop_wall_ms
     if ctx.device.type == "cuda":
@@ -384,6 +387,8 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
         iterations=len(samples),
         timing_method=stats.method,
         sm_clock_mhz=sm_clock_mhz(ctx.device),
+        host_bound_fraction=host_bound / len(samples) if on_cuda else None,
+        reference_host_bound_fraction=ref_stats.extra.get("host_bound_fraction") if ref_stats else None,
     )
     return correctness, performance, t_sol, hw_name, sol_note
 
@@ -403,7 +408,9 @@ def _time_reference(ctx: _Context, st: _Workload):
             ctx.reference.run(*inputs)
 
     try:
-        return time_callable(call, ctx.device, ctx.config.warmup, ctx.config.iterations, True, before)
+        return time_callable(
+            call, ctx.device, ctx.config.warmup, ctx.config.iterations, True, before, ctx.config.launch_preroll_us
+        )
     except Exception as e:
         raise ReferenceFailure(f"reference failed while being timed: {type(e).__name__}: {e}") from e
 
@@ -521,6 +528,7 @@ def evaluate(
                         worker = start_worker(
                             staged, str(device), solution.spec.entry_file, solution.spec.entry_function,
                             solution.spec.destination_passing_style, module_path, env, config.timeout_s, starts,
+                            config.launch_preroll_us,
                         )  # fmt: skip
                     except (CompileFailure, CandidateTimeout) as e:
                         load_failure = e

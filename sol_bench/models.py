@@ -355,6 +355,12 @@ class Performance(_Model):
     iterations: int | None = Field(default=None, description="Timed iterations.")
     timing_method: str | None = Field(default=None, description="How time was measured.")
     sm_clock_mhz: float | None = Field(default=None, description="SM clock read during timing (NVML).")
+    host_bound_fraction: float | None = Field(
+        default=None,
+        description="CUDA: share of timed calls whose host launching outlasted the launch pre-roll, so that the "
+        "window also holds host time.",
+    )
+    reference_host_bound_fraction: float | None = Field(default=None, description="The same for the reference.")
 
 
 class Evaluation(_Model):

@@ -36,6 +36,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--function", required=True)
     p.add_argument("--dps", choices=("0", "1"), required=True)
     p.add_argument("--module-path", default="")
+    p.add_argument("--preroll-us", type=float, default=0.0, help="CUDA launch pre-roll (see sol_bench.timing)")
     return p.parse_args()
 
 
@@ -120,7 +121,7 @@ def main() -> None:
     if on_cuda:
         torch.cuda.set_device(device)
     flusher = L2Flusher(device) if on_cuda else None
-    timer = CudaTimer(device) if on_cuda else None
+    timer = CudaTimer(device, args.preroll_us) if on_cuda else None
     persisting = _Persisting() if on_cuda else None
     # The driver may report a non-zero default set-aside; only growth after the candidate loads counts.
     pinned_before = persisting.pinned_bytes() if on_cuda else 0
@@ -190,7 +191,9 @@ def main() -> None:
                     flush()
                     torch.cuda.synchronize(device)
                     box = []
-                    t, t_all = timed(lambda: box.append(call()))
+                    t, t_all, host_bound = timed(lambda: box.append(call()))
+                    if host_bound:
+                        flags.append("host-bound")
                     if pinned() > pinned_before:
                         flags.append("persisting-l2")
                     if j is not None:

@@ -476,3 +476,44 @@ def test_recorded_seed_replays_identical_inputs(tmp_path):
     assert replay_seed == seed and replay == first
     _, other = seen("c", seed + 1)
     assert not set(other) & set(first)
+
+
+def test_launch_preroll_cycles_scale_with_the_probe():
+    from sol_bench.timing import cuda_method, preroll_cycles
+
+    # a probe of 200k cycles that took 0.1 ms: 2000 cycles per microsecond
+    assert preroll_cycles(20.0, 200_000, 0.1) == 40_000
+    assert preroll_cycles(5.0, 200_000, 0.2) == 5_000
+    assert preroll_cycles(0.0, 200_000, 0.1) == 0
+    assert preroll_cycles(0.001, 200_000, 1000.0) == 1  # never a zero-length spin when asked for one
+    with pytest.raises(ValueError):
+        preroll_cycles(20.0, 200_000, 0.0)
+    assert cuda_method(20.0) == "cuda_events+device_sync+preroll20us"
+    assert cuda_method(0.0) == "cuda_events+device_sync"
+
+
+def test_worker_is_started_with_the_configured_launch_preroll(tmp_path, monkeypatch):
+    """The pre-roll reaches the candidate's worker as an argument (its timer is made before load)."""
+    from sol_bench import runner
+    from sol_bench.staging import stage
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_popen(argv, **kw):
+        seen["argv"] = argv
+        raise Stop
+
+    monkeypatch.setattr(runner.subprocess, "Popen", fake_popen)
+    sol = Solution.model_validate({
+        "name": "s", "definition": "d", "author": "a",
+        "spec": {"languages": ["pytorch"], "entry_point": "m.py::run"},
+        "sources": [{"path": "m.py", "content": "def run(x):\n    return x\n"}],
+    })  # fmt: skip
+    staged = stage(sol, tmp_path)
+    with pytest.raises(Stop):
+        runner.start_worker(staged, "cpu", "m.py", "run", False, None, {}, 5.0, 0, 12.5)
+    argv = seen["argv"]
+    assert argv[argv.index("--preroll-us") + 1] == "12.5"
