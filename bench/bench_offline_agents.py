@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from sol_bench.judge import JudgeConfig, evaluate  # noqa: E402
 from sol_bench.models import Solution  # noqa: E402
 from sol_bench.problem import Problem, find_problems, load_problem  # noqa: E402
 from sol_bench.score import sol_score  # noqa: E402
+from sol_bench.timing import LAUNCH_PREROLL_US  # noqa: E402
 
 
 @dataclass
@@ -39,6 +41,7 @@ class Result:
     vs_tb: list[float]
     sol: list[float]
     latencies: dict[str, float] = field(default_factory=dict)  # workload uuid -> T_k ms
+    seconds: float = 0.0  # the judge's wall time for this candidate
 
     @property
     def passed(self) -> bool:
@@ -50,17 +53,17 @@ def geomean(xs: list[float]) -> float | None:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
-def judge(problem: Problem, solution_json: str, device: str, timeout: int, baselines: dict[str, float]) -> Result:
+def judge(problem: Problem, solution_json: str, config: JudgeConfig, baselines: dict[str, float]) -> Result:
     """Judge one candidate with the judge in this (trusted) process: the candidate still runs in the
     judge's sandboxed worker process, and this saves a judge start (torch import, CUDA context) per
-    candidate. ``timeout`` is the judge's per-workload limit."""
+    candidate."""
     name = json.loads(solution_json)["name"]
-    config = JudgeConfig(device=device, timeout_s=float(timeout), staging_root=REPO / "kernels_tmp")
+    t0 = time.monotonic()
     try:
         traces = [t.model_dump(mode="json") for t in evaluate(problem, Solution.model_validate_json(solution_json), config)]
     except JudgeError as e:
-        return Result(name, [f"JUDGE_ERROR({str(e).splitlines()[0][:120]})"], [], [], [])
-    res = Result(name, [], [], [], [])
+        return Result(name, [f"JUDGE_ERROR({str(e).splitlines()[0][:120]})"], [], [], [], seconds=time.monotonic() - t0)
+    res = Result(name, [], [], [], [], seconds=time.monotonic() - t0)
     for trace in traces:
         ev = trace["evaluation"]
         res.statuses.append(ev["status"])
@@ -78,6 +81,16 @@ def judge(problem: Problem, solution_json: str, device: str, timeout: int, basel
     return res
 
 
+def likely_candidates(problem: Problem, device: str, n: int) -> list[Solution]:
+    """The first ``n`` candidates the agent proposes if every one passes in the same time: the templates'
+    first variants, then the first template's grid neighbours (real latencies may steer elsewhere later)."""
+    agent, history = OfflineAgent(max_candidates=n), []
+    while (cand := agent.propose(problem, history, device)) is not None:
+        fb = tuple(WorkloadFeedback(w.uuid, "PASSED", latency_ms=1.0) for w in problem.workloads)
+        history.append(AttemptFeedback(cand.solution.name, cand.solution, fb))
+    return [a.solution for a in history]
+
+
 def prebuild(problems: list, device: str, per_problem: int, jobs: int, timeout_s: float = 600.0) -> None:
     """Build the C++/CUDA candidates the agent will try first, ``jobs`` at once, into the judge's build cache.
 
@@ -87,19 +100,12 @@ def prebuild(problems: list, device: str, per_problem: int, jobs: int, timeout_s
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from agents.offline.agent import plan
     from sol_bench.build import plan_build, run_build
     from sol_bench.errors import CandidateTimeout, CompileFailure
     from sol_bench.runner import candidate_env
     from sol_bench.staging import stage
 
-    todo = []
-    for problem in problems:
-        for i, planned in enumerate(plan(problem, device)):
-            if i >= per_problem:
-                break
-            if planned.solution.spec.is_cpp:
-                todo.append(planned.solution)
+    todo = [sol for problem in problems for sol in likely_candidates(problem, device, per_problem) if sol.spec.is_cpp]
 
     def build(sol) -> str:
         staged = stage(sol, REPO / "kernels_tmp")
@@ -119,73 +125,45 @@ def fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
     return "–" if x is None else f"{x:{spec}}{suffix}"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("problems", type=Path, nargs="+", help="problem directories or directories of problems")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--max-candidates", type=int, default=16)
-    ap.add_argument("--timeout", type=int, default=120, help="the judge's limit per workload, seconds")
-    ap.add_argument("--baselines", type=Path, help="JSON object: workload uuid -> T_b in ms (optimised baseline)")
-    ap.add_argument("--max-workloads", type=int, help="judge only the N smallest workloads of each problem")
-    ap.add_argument("-o", "--output", type=Path, default=Path("offline_agents.md"))
-    ap.add_argument("--prebuild-jobs", type=int, default=0,
-                    help="build the first candidates' C++ sources this many at once before judging (GPU runs)")
-    ap.add_argument("--json-out", type=Path, help="also write one JSON object per problem here (for merging runs)")
-    args = ap.parse_args()
+def load_baselines(path: Path | None) -> dict[str, float]:
+    """T_b per workload uuid from a JSON object (uuid -> ms) or from ``solforge baseline --json`` lines."""
+    if path is None:
+        return {}
+    text = path.read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        data = None
+    if isinstance(data, dict) and "uuid" not in data:
+        return {str(k): float(v) for k, v in data.items()}
+    out = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rec = json.loads(line)
+                out[rec["uuid"]] = float(rec["t_b_ms"])
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+                raise SystemExit(f"{path}:{n}: not a baseline record with 'uuid' and 't_b_ms' ({e})") from None
+    return out
 
-    baselines = json.loads(args.baselines.read_text()) if args.baselines else {}
+
+def summary(records: list[dict], title: str) -> str:
     rows, best_speedups, best_tb, best_sol = [], [], [], []
-    records: list[dict] = []
-    if args.json_out:
-        args.json_out.write_text("")
-
-    def save(record: dict) -> None:
-        """One line per problem as soon as it is done, so a run cut by a time limit keeps what it finished."""
-        if args.json_out:
-            with args.json_out.open("a") as f:
-                f.write(json.dumps(record) + "\n")
-    pdirs = [d for root in args.problems for d in find_problems(root)]
-    if args.prebuild_jobs:
-        prebuild([load_problem(d) for d in pdirs], args.device, args.max_candidates, args.prebuild_jobs)
-    for pdir in pdirs:
-        problem = load_problem(pdir)
-        if args.max_workloads:
-            problem = problem.select(problem.smallest_workloads(args.max_workloads))
-        agent = OfflineAgent(max_candidates=args.max_candidates)
-        history: list[AttemptFeedback] = []
-        results: list[Result] = []
-        while (cand := agent.propose(problem, history, args.device)) is not None:
-            r = judge(problem, cand.solution.model_dump_json(), args.device, args.timeout, baselines)
-            results.append(r)
-            fb = tuple(WorkloadFeedback(w.uuid, s, latency_ms=r.latencies.get(w.uuid))  # the search climbs on these
-                       for w, s in zip(problem.workloads, r.statuses))
-            history.append(AttemptFeedback(cand.solution.name, cand.solution, fb))
-            print(f"{problem.name}: {cand.solution.name}: {sorted(set(r.statuses))} "
-                  f"speedup {fmt(geomean(r.speedups))}", flush=True)  # fmt: skip
-        passing = [r for r in results if r.passed]
-        best = max(passing, key=lambda r: geomean(r.speedups) or 0.0, default=None)
-        n_pass = f"{len(passing)}/{len(results)}"
-        if best is None:
-            rows.append(f"| {problem.name} | – (none passed) | {n_pass} | – | – | – |")
-            records.append({"problem": problem.name, "best": None, "passed": len(passing), "tried": len(results)})
-            save(records[-1])
+    for r in records:
+        n_pass = f"{r['passed']}/{r['tried']}"
+        if r.get("best") is None:
+            rows.append(f"| {r['problem']} | – (none passed) | {n_pass} | – | – | – |")
             continue
-        g, tb = geomean(best.speedups), geomean(best.vs_tb)
-        sol = sorted(best.sol)[len(best.sol) // 2] if best.sol else None
+        g, tb, sol = r.get("speedup"), r.get("vs_tb"), r.get("sol_score")
         best_speedups += [g] if g else []
         best_tb += [tb] if tb else []
         best_sol += [sol] if sol is not None else []
-        short = best.name.removeprefix(problem.name + "__")
-        records.append({"problem": problem.name, "best": short, "passed": len(passing), "tried": len(results),
-                        "speedup": g, "vs_tb": tb, "sol_score": sol, "latencies_ms": best.latencies})  # fmt: skip
-        save(records[-1])
-        rows.append(f"| {problem.name} | {short} | {n_pass} | {fmt(g, suffix='×')} | {fmt(tb, suffix='×')} "
+        rows.append(f"| {r['problem']} | {r['best']} | {n_pass} | {fmt(g, suffix='×')} | {fmt(tb, suffix='×')} "
                     f"| {fmt(sol)} |")  # fmt: skip
-
     median_sol = sorted(best_sol)[len(best_sol) // 2] if best_sol else None
     beat_tb = sum(x > 1 for x in best_tb)
-    lines = [
-        f"# Offline agents on {', '.join(map(str, args.problems))} ({args.device})",
+    return "\n".join([
+        title,
         "",
         f"- problems: {len(rows)}; geomean speedup vs eager: {fmt(geomean(best_speedups), suffix='×')}; "
         f"vs T_b: {fmt(geomean(best_tb), suffix='×')} ({beat_tb}/{len(best_tb)} beat T_b); "
@@ -194,9 +172,86 @@ def main() -> int:
         "| problem | best candidate | passing/tried | speedup vs eager | vs T_b | median SOL score |",
         "|---|---|---|---|---|---|",
         *rows,
-    ]  # fmt: skip
-    args.output.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    ]) + "\n"  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("problems", type=Path, nargs="+", help="problem directories or directories of problems")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--max-candidates", type=int, default=16)
+    ap.add_argument("--problem-seconds", type=float,
+                    help="no new candidate for a problem after this many seconds on it (the running one finishes)")
+    ap.add_argument("--timeout", type=int, default=120, help="the judge's limit per workload, seconds")
+    ap.add_argument("--baselines", type=Path,
+                    help="T_b per workload: a JSON object uuid -> ms, or the JSON lines of solforge baseline --json")
+    ap.add_argument("--max-workloads", type=int, help="judge only the N smallest workloads of each problem")
+    ap.add_argument("--preroll-us", type=float, default=LAUNCH_PREROLL_US,
+                    help="the judge's CUDA launch pre-roll (sol_bench.timing); 0 opens the window at the host call")
+    ap.add_argument("-o", "--output", type=Path, default=Path("offline_agents.md"))
+    ap.add_argument("--prebuild-jobs", type=int, default=0,
+                    help="build the first candidates' C++ sources this many at once before judging (GPU runs)")
+    ap.add_argument("--json-out", type=Path, help="also write one JSON object per problem here (for merging runs)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep --json-out's problems and skip them (a run cut by a time limit goes on)")
+    args = ap.parse_args()
+    if args.resume and not args.json_out:
+        ap.error("--resume needs --json-out")
+
+    baselines = load_baselines(args.baselines)
+    records: list[dict] = []
+    if args.json_out:
+        if args.resume and args.json_out.exists():
+            records = [json.loads(x) for x in args.json_out.read_text().splitlines() if x.strip()]
+        else:
+            args.json_out.write_text("")
+    done = {r["problem"] for r in records}
+
+    def save(record: dict) -> None:
+        """One line per problem as soon as it is done, so a run cut by a time limit keeps what it finished."""
+        records.append(record)
+        if args.json_out:
+            with args.json_out.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+
+    config = JudgeConfig(device=args.device, timeout_s=float(args.timeout), staging_root=REPO / "kernels_tmp",
+                         launch_preroll_us=args.preroll_us)  # fmt: skip
+    problems = [load_problem(d) for root in args.problems for d in find_problems(root)]
+    problems = [p for p in problems if p.name not in done]
+    if args.max_workloads:
+        problems = [p.select(p.smallest_workloads(args.max_workloads)) for p in problems]
+    if args.prebuild_jobs:
+        prebuild(problems, args.device, args.max_candidates, args.prebuild_jobs)
+    for problem in problems:
+        agent = OfflineAgent(max_candidates=args.max_candidates)
+        history: list[AttemptFeedback] = []
+        results: list[Result] = []
+        t0 = time.monotonic()
+        while (cand := agent.propose(problem, history, args.device)) is not None:
+            r = judge(problem, cand.solution.model_dump_json(), config, baselines)
+            results.append(r)
+            fb = tuple(WorkloadFeedback(w.uuid, s, latency_ms=r.latencies.get(w.uuid))  # the search climbs on these
+                       for w, s in zip(problem.workloads, r.statuses))
+            history.append(AttemptFeedback(cand.solution.name, cand.solution, fb))
+            lat = ", ".join(f"{v:.4f}" for v in r.latencies.values())
+            print(f"{problem.name}: {cand.solution.name}: {sorted(set(r.statuses))} "
+                  f"speedup {fmt(geomean(r.speedups))} T_k ms {lat or '–'} ({r.seconds:.0f} s)", flush=True)  # fmt: skip
+            if args.problem_seconds and time.monotonic() - t0 > args.problem_seconds:
+                break
+        passing = [r for r in results if r.passed]
+        best = max(passing, key=lambda r: geomean(r.speedups) or 0.0, default=None)
+        if best is None:
+            save({"problem": problem.name, "best": None, "passed": 0, "tried": len(results)})
+            continue
+        sol = sorted(best.sol)[len(best.sol) // 2] if best.sol else None
+        save({"problem": problem.name, "best": best.name.removeprefix(problem.name + "__"), "passed": len(passing),
+              "tried": len(results), "speedup": geomean(best.speedups), "vs_tb": geomean(best.vs_tb),
+              "sol_score": sol, "latencies_ms": best.latencies,
+              "tried_ms": {r.name.removeprefix(problem.name + "__"): r.latencies for r in results}})  # fmt: skip
+
+    text = summary(records, f"# Offline agents on {', '.join(map(str, args.problems))} ({args.device})")
+    args.output.write_text(text)
+    print(text)
     return 0
 
 

@@ -44,8 +44,9 @@ def test_order_climbs_to_the_fastest_neighbour_and_drops_the_slow_group():
     names = [o.name for o in order]
     assert len(set(names)) == len(names)
     steps = _steps(options())
-    # the slow group is planned first; one neighbour of its leader is tried, then the other groups
-    assert names[:3] == ["slow1", "slow2", "fast_64_64_8"]
+    # every template group is measured once first (plan order), then the climb starts from the fastest
+    assert names[:2] == ["slow1", "fast_64_64_8"]
+    assert all(o.group.startswith("fast") for o in order[2:6])
     fast = [o for o in order if o.group.startswith("fast")]
     # after the first fast variant passes, every next fast try is a neighbour of the best fast one so far
     best = fast[0]
@@ -69,3 +70,15 @@ def test_broken_group_is_skipped_and_nothing_repeats():
     assert pick is not None and pick.group.startswith("fast")
     everything = {o.name for o in opts}
     assert policy.next(opts, everything, {}) is None
+
+
+def test_templates_are_measured_before_tuning_and_a_leading_reference_keeps_its_place():
+    opts = options()
+    policy = SearchPolicy()
+    # after the slow group's first variant, the fast group's first comes before any slow neighbour
+    assert policy.next(opts, {"slow1"}, {"slow1": Verdict(10.0, False)}).name == "fast_64_64_8"
+    # a reference planned first (the CPU's sure pass) is proposed first; one planned last waits for the climb
+    lead = [Option("eager", "reference/eager", {})] + [o for o in opts if o.name != "ref"]
+    assert policy.next(lead, set(), {}).name == "eager"
+    done = {o.name: Verdict(latency(o), False) for o in opts if o.name in ("slow1", "fast_64_64_8")}
+    assert policy.next(opts, set(done), done).group.startswith("fast")

@@ -31,6 +31,28 @@ def test_offline_agent_bench_judges_and_records_latencies(tmp_path):
     assert "| rmsnorm_small |" in out.read_text()
 
 
+def test_offline_agent_bench_reads_baseline_lines_and_resumes(tmp_path):
+    """T_b from solforge baseline --json lines; --resume keeps the finished problems and judges nothing again."""
+    baselines = tmp_path / "tb.jsonl"
+    baselines.write_text(json.dumps({"problem": "rmsnorm_small", "uuid": "rms-1", "t_b_ms": 2.0}) + "\n")
+    out, lines = tmp_path / "t.md", tmp_path / "t.jsonl"
+    argv = ["bench/bench_offline_agents.py", str(FIXTURE), "--device", "cpu", "--max-candidates", "1",
+            "--max-workloads", "1", "--baselines", str(baselines), "-o", str(out), "--json-out", str(lines)]  # fmt: skip
+    res = _run(*argv)
+    assert res.returncode == 0, res.stderr[-3000:]
+    [record] = [json.loads(line) for line in lines.read_text().splitlines()]
+    assert abs(record["vs_tb"] - 2.0 / record["latencies_ms"]["rms-1"]) < 1e-9
+    again = _run(*argv, "--resume")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "rmsnorm_small__" not in again.stdout  # nothing judged a second time
+    assert [json.loads(line) for line in lines.read_text().splitlines()] == [record]
+    assert "| rmsnorm_small |" in out.read_text()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"uuid": "rms-1"}\n')
+    res = _run(*argv[:8], "--baselines", str(bad), "-o", str(out))
+    assert res.returncode != 0 and f"{bad}:1" in res.stderr
+
+
 def test_baseline_bench_renders_saved_records(tmp_path):
     record = {"problem": "rmsnorm_small", "uuid": "rms-1", "device_name": "NVIDIA H200", "eager_ms": 0.05,
               "t_b_ms": 0.01, "best_variant": "cudagraph-eager", "variants": {}, "failed": {}}  # fmt: skip
@@ -43,3 +65,12 @@ def test_baseline_bench_renders_saved_records(tmp_path):
     row = next(line for line in out.read_text().splitlines() if line.startswith("| rmsnorm_small | rms-1 |"))
     assert "| 0.0500 | 0.0100 | cudagraph-eager |" in row and "| 5.00x |" in row
     assert json.loads(tb.read_text()) == {"rms-1": 0.01}
+
+
+def test_preroll_ab_bench_times_the_reference(tmp_path):
+    out = tmp_path / "ab.md"
+    res = _run("bench/preroll_ab.py", str(FIXTURE), "--device", "cpu", "--preroll", "0", "--iterations", "3",
+               "-o", str(out))  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| rmsnorm_small |"))
+    assert float(row.split("|")[3]) > 0

@@ -1,11 +1,11 @@
 """The offline agent: template and reference-derived candidates, no network, ordered by measurement.
 
-The plan (best bet first) on a GPU: template kernels (CUDA C++, then Triton, then PyTorch) for every
+The plan (best bet first) on a GPU: template kernels (CUDA C++, then Triton; PyTorch only when asked) for every
 family the reference matches, with their parameter grids; then the torch.compile variants; the eager
 reference last. On the CPU only pytorch-language candidates are made and the eager reference comes first,
-as a sure pass. ``search.SearchPolicy`` picks from the plan with the judge's latencies: grid neighbours of
-the fastest passing variants first, each group's first variant next, and it drops broken or clearly slower
-groups (family × language × binding).
+as a sure pass. ``search.SearchPolicy`` picks from the plan with the judge's latencies: each template
+group's first variant, then grid neighbours of the fastest passing variants, then the reference-derived
+groups; it drops broken or clearly slower groups (family × language × binding).
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ from .templates import FAMILIES, build_solution
 from .templates.probe import Probe
 
 GPU_LANGUAGE_ORDER = ("cuda_cpp", "triton", "pytorch")
+# With no language asked for on a GPU, PyTorch-language templates are left out: the reference-derived
+# candidates (torch.compile variants, eager) already cover PyTorch there, and measured faster.
+GPU_LANGUAGE_AUTO = ("cuda_cpp", "triton")
 
 
 @dataclass(frozen=True)
@@ -47,9 +50,9 @@ def plan(problem: Problem, device: str, language: str | None = None, probe: Prob
     gpu = _is_gpu(device)
     probe = probe if probe is not None else Probe(problem)
     sig = trace_ops(problem)
-    langs = GPU_LANGUAGE_ORDER if gpu else ("pytorch",)
+    langs = GPU_LANGUAGE_AUTO if gpu else ("pytorch",)
     if language is not None:
-        langs = tuple(lang for lang in langs if lang == language)
+        langs = tuple(lang for lang in (GPU_LANGUAGE_ORDER if gpu else langs) if lang == language)
     want_reference = language in (None, "pytorch")
     if want_reference and not gpu:
         yield Planned(compiled.solution(problem, compiled.EAGER), "reference/eager", "the reference, eager")

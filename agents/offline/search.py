@@ -1,10 +1,11 @@
 """Which planned candidate to try next, given the judge's verdicts so far (deterministic).
 
-Order: (1) untried grid neighbours (one parameter one step up or down) of each group's fastest passing
-variant, the fastest group first: a hill climb that follows measured latency and stops where no neighbour
-is faster; (2) the first variant of a
-group not tried yet, in plan order, so every family and language gets measured; (3) the rest in plan
-order. Skipped: variants already proposed; groups whose attempts crashed or failed to build with none
+Order: (1) the first variant of each template group not tried yet, in plan order (and any reference-derived
+group planned ahead of all templates), so every family and language is measured once before any budget
+goes to tuning; (2) untried grid neighbours (one parameter
+one step up or down) of each group's fastest passing variant, the fastest group first: a hill climb that
+follows measured latency and stops where no neighbour is faster; (3) the first variant of each remaining
+group (the reference-derived ones, each costly to compile); (4) the rest in plan order. Skipped: variants already proposed; groups whose attempts crashed or failed to build with none
 passing; groups that after ``drop_after`` judged tries are all slower than the best other group by more
 than ``drop_margin`` (a failed variant counts as infinitely slow).
 """
@@ -18,6 +19,7 @@ from typing import Any, Mapping, Sequence
 from ..base import AttemptFeedback
 
 BROKEN = frozenset({"COMPILE_ERROR", "RUNTIME_ERROR"})
+REFERENCE_PREFIX = "reference/"  # groups of candidates derived from the reference (agent.plan names them so)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,14 @@ class SearchPolicy:
         open_ = [o for o in options if o.name not in proposed and o.name not in verdicts and o.group not in skip]
         if not open_:
             return None
+        touched = {o.group for o in options if o.name in proposed or o.name in verdicts}
+        untried = [o for o in open_ if o.group not in touched]
+        # reference-derived groups planned ahead of every template (the CPU's sure pass) keep their place
+        lead = next((i for i, o in enumerate(options) if not o.group.startswith(REFERENCE_PREFIX)), len(options))
+        ahead = {o.name for o in options[:lead]}
+        template = next((o for o in untried if o.name in ahead or not o.group.startswith(REFERENCE_PREFIX)), None)
+        if template is not None:
+            return template
         steps = _steps(options)
         leaders: dict[str, tuple[float, int, Option]] = {}
         for i, (o, v) in enumerate(judged):
@@ -97,5 +107,4 @@ class SearchPolicy:
             for o in open_:
                 if neighbours(won, o, steps):
                     return o
-        touched = {o.group for o in options if o.name in proposed or o.name in verdicts}
-        return next((o for o in open_ if o.group not in touched), open_[0])
+        return untried[0] if untried else open_[0]
