@@ -178,9 +178,9 @@ class _Rolling:
     def handle(self, a: Attempt, is_verdict: bool) -> None:
         """Store the candidate when its prepare is done, its traces when its judge is (the candidate row
         always first, so a resumed run finds every judged candidate)."""
+        generated = a.prepared.result().generated
         if self.unstored.pop(a.cid, None) is not None:
             self.undecided -= 1
-            generated = a.prepared.result().generated
             if generated.candidate is None:
                 self.window.exhausted.add(a.problem)
             elif store_candidate(self.store, self.cfg.run_id, a.cid, a.problem, a.attempt, generated) is not None:
@@ -188,7 +188,8 @@ class _Rolling:
         if is_verdict:
             store_traces(self.store, a.judged.result())
             self.window.judged(a.problem)
-            self.progress.step(f"round {self.rnd - 1}: {a.problem}")
+            if generated.candidate is not None:  # an agent with nothing more to try made no candidate
+                self.progress.step(f"round {self.rnd - 1}: {a.problem}")
 
     def plan(self) -> None:
         cfg = self.cfg

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -100,3 +101,19 @@ def test_campaign_keeps_two_device_slots_busy_and_each_attempt_sees_its_problems
     assert any(b[0] < a[1] - 0.5 for a, b in zip(spans, spans[1:])), f"no two judgements overlapped: {spans}"
     decisions = query(data, "SELECT reason FROM decisions WHERE run_id = 'window'").to_pylist()
     assert decisions and all(d["reason"] for d in decisions)
+
+
+def test_progress_counts_candidates_not_attempts_of_an_exhausted_agent(tmp_path):
+    """The offline agent runs out of candidates for the one fixture problem before the cap: the attempt
+    that finds nothing to try must not move the bar (an H200 run showed 41/40)."""
+    data = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    cmd = [sys.executable, "-m", "solforge", "run", str(REPO / "tests/fixtures/problems/rmsnorm_small"),
+           "--agent", "offline", "--device", "cpu", "--max-candidates", "40", "--max-workloads", "1",
+           "--iterations", "1", "--data-dir", str(data), "--run-id", "bar"]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stored = query(data, "SELECT count(*) AS n FROM candidates WHERE run_id = 'bar'").to_pylist()[0]["n"]
+    assert 0 < stored < 40
+    counts = [int(m) for m in re.findall(r"\] (\d+)/40 ", proc.stderr)]
+    assert counts and max(counts) == stored == counts[-1], (counts, stored)
