@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import Binding, Family, Renderer, cuda_module, py_signature
+from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, py_signature
 
 _ALLOWED = {"silu", "gelu", "sigmoid", "tanh", "erf", "mul", "add", "pow", "div", "rsub", "_to_copy", "slice",
             "split", "split_with_sizes", "chunk", "view", "clone", "alias", "unbind", "select", "narrow",
@@ -198,7 +198,7 @@ FAMILY = Family(
     renderers=(
         Renderer("pytorch", False, {}, render_pytorch),
         Renderer("triton", True, {"block": (1024, 4096), "num_warps": (4, 8)}, render_triton),
-        Renderer("cuda_cpp", True, {"threads": (256, 512), "waves": (1, 4)}, render_cuda, file="kernel.cu"),
+        Renderer("cuda_cpp", True, {"threads": (256, 512), "waves": (1, 4)}, render_cuda, file=CUDA_FILE),
     ),
 )
 

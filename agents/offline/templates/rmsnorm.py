@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import Binding, Family, Renderer, cuda_module, eps_literal, py_signature
+from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, eps_literal, py_signature
 
 _EXCLUDE = {"sub", "var_mean", "native_layer_norm", "_softmax", "mm", "addmm", "bmm", "exp"}
 
@@ -192,7 +192,7 @@ FAMILY = Family(
         Renderer("triton", True, {"cast_before_weight": (False, True), "num_warps": (4, 8, 16)}, render_triton),
         Renderer(
             "cuda_cpp", True, {"cast_before_weight": (False, True), "threads": (256, 512, 1024)}, render_cuda,
-            file="kernel.cu",
+            file=CUDA_FILE,
         ),
     ),
 )

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import Binding, Family, Renderer, cuda_module, eps_literal, py_signature
+from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, eps_literal, py_signature
 
 
 def _single_output_like(problem: Problem) -> tuple[str, list] | None:
@@ -131,7 +131,7 @@ SOFTMAX = Family(
     renderers=(
         Renderer("pytorch", False, {}, render_softmax_pytorch),
         Renderer("triton", True, {"num_warps": (4, 8, 16)}, render_softmax_triton),
-        Renderer("cuda_cpp", True, {"threads": (256, 512, 1024)}, render_softmax_cuda, file="kernel.cu"),
+        Renderer("cuda_cpp", True, {"threads": (256, 512, 1024)}, render_softmax_cuda, file=CUDA_FILE),
     ),
 )
 
