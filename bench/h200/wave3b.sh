@@ -2,23 +2,29 @@
 # H200 x2, session 3 calls B and C: per GPU, the T_b baselines of its half of OFFLINE_SET (judge protocol
 # with the launch pre-roll), then the offline agents on that half (C++ candidates prebuilt first). Per-problem
 # JSON lines survive a cut; run it again (RESUME=1) on the same warm machine to go on where it stopped.
-# SUITE=1 runs the judge's GPU suite (no CuTe DSL) on GPU 0 first.
+# SUITE=1 runs the judge's GPU suite (no CuTe DSL) on GPU 0 first. GPUS=1: the whole set on GPU 0.
+# STATE=DIR (in the carried tree): earlier results (tb_gpu*.jsonl, offline_gpu*.jsonl) to go on from when
+# the machine is a fresh one.
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 R=/tmp/wave3b; mkdir -p "$R"  # everything lands here; $OUT gets one tarball (a call returns at most 8 files)
 . bench/h200/problem_sets.sh
 BOX=${BOX:-520}
-for g in 0 1; do
+if [ "${GPUS:-2}" = 1 ]; then GS=0; else GS="0 1"; fi
+for g in $GS; do
   (
     export CUDA_VISIBLE_DEVICES=$g
-    half=HALF$g
+    half=HALF$g; [ "${GPUS:-2}" = 1 ] && half=OFFLINE_SET
+    for f in tb_gpu$g.jsonl offline_gpu$g.jsonl; do
+      [ -n "${STATE:-}" ] && [ -s "$STATE/$f" ] && [ ! -s "/tmp/$f" ] && cp "$STATE/$f" "/tmp/$f"
+    done
     start=$(date +%s)
     if [ "${SUITE:-0}" = 1 ] && [ $g = 0 ]; then
       timeout 260 python3 bench/judge_gpu_suite.py --out "$R/suite.md" --staging-root /tmp/suite > "$R/suite.log" 2>&1
       echo "suite rc=$?" >> "$R/suite.log"
     fi
     if [ ! -s "/tmp/tb_gpu$g.jsonl" ]; then
-      timeout 150 python3 -m solforge baseline ${!half} --device cuda --max-workloads 1 --no-save --json \
+      timeout ${TB_TIMEOUT:-150} python3 -m solforge baseline ${!half} --device cuda --max-workloads 1 --no-save --json \
           --variants eager,compile-default,cudagraph-eager,cudagraph-compile-default --warmup 5 --iterations 30 \
           > "/tmp/tb_gpu$g.jsonl" 2> "$R/baselines_gpu$g.log"
       echo "baseline rc=$?" >> "$R/baselines_gpu$g.log"
