@@ -54,7 +54,11 @@ def compile_only(args: argparse.Namespace, src: Path, build: Path) -> None:
         includes += _cuda_includes()
     inc = [f"-I{i}" for i in includes]
     defs = [f"-DTORCH_EXTENSION_NAME={args.name}", "-DTORCH_API_INCLUDE_EXTENSION_H", "-D_GLIBCXX_USE_CXX11_ABI=1"]
-    for s in args.source:
+    if not (Path(cpp_extension.include_paths()[0]) / "c10/cuda/impl/cuda_cmake_macros.h").is_file():
+        # A CPU build of torch ships c10/cuda headers without this generated one (it only matters on Windows).
+        defs.append("-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE")
+    procs = []
+    for s in args.source:  # every translation unit at once, as ninja would build them
         out = build / (Path(s).name + ".o")
         if s.endswith(".cu"):
             cmd = ["nvcc", "-c", str(src / s), "-o", str(out), "-std=c++17", _gencode(args.arch), "-O3",
@@ -62,9 +66,15 @@ def compile_only(args: argparse.Namespace, src: Path, build: Path) -> None:
         else:
             cmd = ["c++", "-c", str(src / s), "-o", str(out), "-std=c++17", "-O3", "-fPIC", *defs, *inc, *args.cflag]
         print("+", " ".join(cmd[:4]), "...", flush=True)
-        r = subprocess.run(cmd, stdout=sys.stdout, stderr=subprocess.STDOUT)
-        if r.returncode != 0:
-            sys.exit(1)
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    failed = False
+    for p in procs:
+        output, _ = p.communicate()
+        sys.stdout.write(output.decode(errors="replace"))
+        failed |= p.returncode != 0
+    sys.stdout.flush()
+    if failed:
+        sys.exit(1)
 
 
 def torch_arch_list(arch: str) -> str:

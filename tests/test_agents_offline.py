@@ -292,3 +292,21 @@ def test_cuda_templates_compile_to_objects_whose_run_symbols_match(problems, nam
     assert len(kernel["T"]) == 1 and not kernel["U"], kernel
     assert binding["U"] == kernel["T"] and not binding["T"], (binding, kernel)
     assert demangle(next(iter(kernel["T"]))).startswith("run(at::Tensor")
+
+
+@pytest.mark.cuda_compile
+def test_judge_compiles_a_cuda_template_on_a_cpu_machine(problems, tmp_path):
+    """The judge's own compile-only path (no GPU): both translation units build, so the verdict is
+    'compiled only', not COMPILE_ERROR (a CPU torch lacks c10/cuda/impl/cuda_cmake_macros.h)."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not on PATH")
+    from sol_bench.judge import JudgeConfig, evaluate
+    from sol_bench.models import Status
+
+    p = problems["rmsnorm_small"]
+    p = p.select(p.smallest_workloads(1))
+    sol = _cuda_solutions(p)[0]
+    [trace] = evaluate(p, sol, JudgeConfig(device="cpu", staging_root=tmp_path, compile_timeout_s=280))
+    assert trace.evaluation.status is Status.RUNTIME_ERROR, trace.evaluation.log[-2000:]
+    assert trace.evaluation.reason.startswith("compiled only"), trace.evaluation.reason
+    assert sorted(o.name for o in tmp_path.glob("*/build/*.o")) == ["binding.cpp.o", "kernel.cu.o"]
