@@ -325,7 +325,7 @@ def campaign(
     store = ResultStore(store_dir)
     store.ensure_layout()
     t0 = time.monotonic()
-    with dask_runtime(device, dask_address, cpu_device_workers) as rt:
+    with dask_runtime(device, dask_address, cpu_device_workers, prestart_judges=True) as rt:
         store.append("runs", [{"run_id": run_id, "event": "start", "agent": agent, "language": language,
                                "model": model, "device": rt.device, "problems": len(dirs),
                                "max_candidates": cfg.max_candidates, "budget_minutes": budget_minutes,

@@ -44,8 +44,9 @@ def gpu():  # noqa: ANN201 - a dask.annotate context manager
     return dask.annotate(resources={GPU_RESOURCE: 1})
 
 
-def install_judge_servers(address: str) -> None:
+def install_judge_servers(address: str, devices: dict[str, str] | None = None) -> None:
     """Give every worker (present and future) a long-lived judge process: saves the judge's start per candidate.
+    The device workers named in ``devices`` (the local cluster's) start theirs at once.
 
     ``SOLFORGE_JUDGE_SERVER=0`` keeps one judge process per candidate (for comparison or debugging)."""
     if os.environ.get("SOLFORGE_JUDGE_SERVER", "1") == "0":
@@ -55,13 +56,15 @@ def install_judge_servers(address: str) -> None:
     from solforge.judge_server import JudgeServerPlugin
 
     with Client(address, timeout=30) as client:
-        client.register_plugin(JudgeServerPlugin())
+        client.register_plugin(JudgeServerPlugin(devices))
 
 
 @contextmanager
 def dask_runtime(
-    device: str = "auto", dask_address: str | None = None, cpu_device_workers: int = 1
+    device: str = "auto", dask_address: str | None = None, cpu_device_workers: int = 1, prestart_judges: bool = False
 ) -> Iterator[Runtime]:
+    """The Dask cluster of a run. ``prestart_judges``: the local cluster's device workers start their judge
+    server at once (for runs that judge many candidates: it boots while the run starts up)."""
     if dask_address:
         from distributed import Client
 
@@ -75,7 +78,7 @@ def dask_runtime(
         return
     plan = detect_plan(device, cpu_device_workers)
     with local_cluster(plan, env=worker_env()) as address:
-        install_judge_servers(address)
+        install_judge_servers(address, worker_devices(plan) if prestart_judges else None)
         yield Runtime(address, plan.device, len(worker_devices(plan)), worker_devices(plan))
 
 

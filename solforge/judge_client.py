@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from sol_bench.models import Environment, Evaluation, Solution, Status, Trace
 from sol_bench.problem import Problem
 
-from .judge_server import JudgeServers, ServedRun, ServerOverran
+from .judge_server import JudgeServers, ServedRun, ServerOverran, judge_python, pinned_env
 
 
 class JudgeInputError(Exception):
@@ -41,7 +41,7 @@ class JudgeOptions:
     device: str = "cpu"
     timeout_s: float = 60.0  # per workload, enforced by the judge
     compile_timeout_s: float = 300.0
-    python: str = field(default_factory=lambda: os.environ.get("SOLFORGE_JUDGE_PYTHON") or sys.executable)
+    python: str = field(default_factory=judge_python)
     iterations: int | None = None  # timed iterations per workload (the judge's default when None)
     staging_root: str | None = None  # where the judge builds; a shared one lets it reuse C++ builds
     extra_args: tuple[str, ...] = ()
@@ -56,17 +56,15 @@ class JudgeOptions:
 
     def judge_env(self) -> dict[str, str]:
         """This process's env, pinned to the device of the Dask worker running the judge (if known)."""
-        env = os.environ.copy()
-        if self.worker_devices:
-            from distributed import get_worker
+        if not self.worker_devices:
+            return os.environ.copy()
+        from distributed import get_worker
 
-            try:
-                name = get_worker().name
-            except ValueError:  # not inside a Dask worker
-                return env
-            if name in self.worker_devices:
-                env["CUDA_VISIBLE_DEVICES"] = self.worker_devices[name]
-        return env
+        try:
+            name = get_worker().name
+        except ValueError:  # not inside a Dask worker
+            name = None
+        return pinned_env(self.worker_devices, name)
 
     def wall_limit_s(self, workloads: int) -> float:
         """A hard stop for the whole judge process, well past what the judge allows itself."""

@@ -14,6 +14,7 @@ import json
 import os
 import queue
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -123,6 +124,20 @@ class JudgeServer:
         self._dir.cleanup()
 
 
+def pinned_env(devices: dict[str, str], worker_name: str | None) -> dict[str, str]:
+    """This process's env, with ``CUDA_VISIBLE_DEVICES`` of the named in-process worker when it has one:
+    the environment a judge of that worker runs in."""
+    env = os.environ.copy()
+    if worker_name is not None and worker_name in devices:
+        env["CUDA_VISIBLE_DEVICES"] = devices[worker_name]
+    return env
+
+
+def judge_python() -> str:
+    """The interpreter that runs the judge: ``$SOLFORGE_JUDGE_PYTHON``, else this one."""
+    return os.environ.get("SOLFORGE_JUDGE_PYTHON") or sys.executable
+
+
 class JudgeServers:
     """The judge server of one Dask worker, one request at a time. A request with another interpreter or
     environment replaces the server, so a worker never holds more than one."""
@@ -130,6 +145,13 @@ class JudgeServers:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._server: JudgeServer | None = None
+
+    def prestart(self, python: str, env: dict[str, str]) -> None:
+        """Start the server now, so it boots (interpreter, torch, CUDA context) while the run starts up; the
+        first request with the same interpreter and environment finds it ready or nearly so."""
+        with self._lock:
+            if self._server is None:
+                self._server = JudgeServer(python, env)
 
     def run(self, python: str, env: dict[str, str], eval_args: list[str], deadline_s: float) -> ServedRun | None:
         """The request's result, or None when this worker's server is busy (the caller runs one-shot)."""
@@ -158,12 +180,19 @@ class JudgeServers:
 
 
 class JudgeServerPlugin(WorkerPlugin):
-    """Gives a Dask worker its ``JudgeServers``; closes them when the worker stops."""
+    """Gives a Dask worker its ``JudgeServers``; closes them when the worker stops. ``devices`` (worker name
+    -> ``CUDA_VISIBLE_DEVICES`` of the local cluster's device workers): those workers start their server at
+    once, in the environment their judge requests will carry."""
 
     name = PLUGIN_NAME
 
+    def __init__(self, devices: dict[str, str] | None = None) -> None:
+        self.devices = dict(devices or {})
+
     def setup(self, worker) -> None:  # noqa: ANN001 - distributed.Worker
         self.servers = JudgeServers()
+        if worker.name in self.devices:
+            self.servers.prestart(judge_python(), pinned_env(self.devices, worker.name))
 
     def teardown(self, worker) -> None:  # noqa: ANN001
         self.servers.close()

@@ -110,3 +110,28 @@ def test_a_busy_worker_server_sends_the_caller_to_a_one_shot_judge():
     finally:
         servers._lock.release()
         servers.close()
+
+
+def _judge_on_this_worker(devices: dict[str, str]) -> tuple[int | None, int | None, list[str]]:
+    from solforge.judge_server import worker_servers
+
+    servers = worker_servers()
+    before = servers.pid()
+    opts = JudgeOptions(device="cpu", iterations=3, max_workloads=1, worker_devices=devices)
+    run = run_judge(load_problem(PROBLEM), load_solution(SOLUTION), opts, servers)
+    return before, servers.pid(), [t.evaluation.status.value for t in run.traces]
+
+
+def test_device_workers_prestart_the_server_their_first_judge_request_uses(monkeypatch):
+    """The campaign's local cluster starts each device worker's judge server at once; the first verify on
+    that worker, with the environment it computes itself, reuses that process instead of replacing it."""
+    from distributed import Client
+
+    from flows.runtime import GPU_RESOURCE, dask_runtime
+
+    monkeypatch.delenv("SOLFORGE_JUDGE_SERVER", raising=False)
+    with dask_runtime("cpu", None, 1, prestart_judges=True) as rt, Client(rt.address, timeout=30) as client:
+        fut = client.submit(_judge_on_this_worker, rt.devices, resources={GPU_RESOURCE: 1}, pure=False)
+        before, after, statuses = fut.result(timeout=300)
+    assert before is not None, "no server was started with the worker"
+    assert after == before and statuses == ["PASSED"]
