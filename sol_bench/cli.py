@@ -18,6 +18,7 @@ from .errors import InputError, JudgeError, SolBenchError
 from .judge import JudgeConfig, evaluate
 from .models import Status, Trace
 from .problem import find_problems, load_problem, load_solution
+from .timing import LAUNCH_PREROLL_US
 
 
 def _write_atomic(path: Path, lines: list[str]) -> None:
@@ -55,6 +56,7 @@ def run_eval(
     out: IO[str] = sys.stdout,
     workloads: list[str] | None = None,
     max_workloads: int | None = None,
+    launch_preroll_us: float = LAUNCH_PREROLL_US,
 ) -> int:
     """Judge one solution on every workload.
 
@@ -69,6 +71,7 @@ def run_eval(
     config = JudgeConfig(
         device=device, timeout_s=timeout_s, compile_timeout_s=compile_timeout_s, seed=seed,
         iterations=iterations, warmup=warmup, staging_root=staging_root, data_root=data_root,
+        launch_preroll_us=launch_preroll_us,
     )  # fmt: skip
     if not as_json:
         print(f"{'workload':24} {'status':20} {'ms':>10} {'ref ms':>10} {'speedup':>8} {'T_SOL ms':>10}", file=out)
@@ -112,6 +115,13 @@ def run_validate(dirs: list[Path], as_json: bool = False, out: IO[str] = sys.std
 SERVE_DONE = "sol_bench_serve_done"
 
 
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sol_bench", description="The solforge judge.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -130,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--data-root", type=Path)
     e.add_argument("--workload", action="append", help="judge only this workload uuid (repeatable)")
     e.add_argument("--max-workloads", type=int, help="judge only the N workloads that move the fewest bytes")
+    e.add_argument("--launch-preroll-us", type=_non_negative, default=LAUNCH_PREROLL_US,
+                   help="CUDA: host launch time left out of the timed window, in µs (default %(default)s; "
+                        "it is also the most host work a candidate could hide there)")
     v = sub.add_parser("validate", help="check problem directories")
     v.add_argument("dirs", type=Path, nargs="+")
     v.add_argument("--json", action="store_true")
@@ -145,6 +158,7 @@ def _dispatch(args: argparse.Namespace, out: IO[str] | None = None) -> int:
                 args.problem_dir, args.solution, args.device, args.json, args.output, args.timeout,
                 args.compile_timeout, args.seed, args.iterations, args.warmup, args.staging_root, args.data_root,
                 out=out, workloads=args.workload, max_workloads=args.max_workloads,
+                launch_preroll_us=args.launch_preroll_us,
             )  # fmt: skip
         return run_validate(args.dirs, args.json, out=out)
     except InputError as err:

@@ -240,3 +240,25 @@ def test_gpu_suite_dry_run_lists_and_validates_every_solution(tmp_path):
     assert {"cuda_cpp", "triton", "pytorch", "cute_dsl"} <= {lang for e in corpus.entries("gpu") for lang in e.spec["languages"]}
     refused = _run([sys.executable, str(REPO / "bench" / "judge_gpu_suite.py"), "--device", "cpu"], cwd=tmp_path)
     assert refused.returncode == 2  # expectations are for CUDA: a real run on a CPU is refused
+
+
+def test_launch_preroll_option_reaches_the_judge_config_and_rejects_negatives(monkeypatch, capsys):
+    from click.testing import CliRunner
+
+    import sol_bench.cli as cli
+    from solforge.cli.eval_cmd import eval_command
+    from sol_bench.timing import LAUNCH_PREROLL_US
+
+    seen = []
+    monkeypatch.setattr(cli, "evaluate", lambda problem, solution, config, on_trace=None: seen.append(config) or [])
+    argv = ["eval", str(PROBLEM), "--solution", str(SOLUTION)]
+    assert cli._dispatch(cli.build_parser().parse_args(argv + ["--launch-preroll-us", "50"])) == 1  # no traces
+    assert cli._dispatch(cli.build_parser().parse_args(argv)) == 1
+    assert [c.launch_preroll_us for c in seen] == [50.0, LAUNCH_PREROLL_US]
+    with pytest.raises(SystemExit) as e:
+        cli.build_parser().parse_args(argv + ["--launch-preroll-us", "-1"])
+    assert e.value.code == 2 and ">= 0" in capsys.readouterr().err
+    r = CliRunner().invoke(eval_command, argv[1:] + ["--launch-preroll-us", "7"])
+    assert r.exit_code == 1 and seen[-1].launch_preroll_us == 7.0
+    r = CliRunner().invoke(eval_command, argv[1:] + ["--launch-preroll-us", "-1"])
+    assert r.exit_code == 2

@@ -24,8 +24,11 @@ from .options import device_option, json_option
 @click.option("--data-root", type=click.Path(path_type=Path), help="Where safetensors inputs live.")
 @click.option("--workload", "workloads", multiple=True, help="Judge only this workload uuid (repeatable).")
 @click.option("--max-workloads", type=int, help="Judge only the N workloads that move the fewest bytes.")
+@click.option("--launch-preroll-us", type=click.FloatRange(min=0), default=None,
+              help="CUDA: host launch time left out of the timed window (µs; default: the judge's, "
+                   "sol_bench.timing.LAUNCH_PREROLL_US); also the most host work a candidate could hide there.")
 def eval_command(problem_dir, solution_path, device, as_json, output, timeout, compile_timeout, seed,
-                 iterations, warmup, data_root, workloads, max_workloads) -> None:  # fmt: skip
+                 iterations, warmup, data_root, workloads, max_workloads, launch_preroll_us) -> None:  # fmt: skip
     """Judge SOLUTION_JSON on every workload of PROBLEM_DIR: one trace per workload.
 
     Exit 0 when every workload PASSED, 1 otherwise, 2 on bad input, 3 when the judge itself failed.
@@ -36,9 +39,10 @@ def eval_command(problem_dir, solution_path, device, as_json, output, timeout, c
     """
     from sol_bench.cli import run_eval
 
+    preroll = {} if launch_preroll_us is None else {"launch_preroll_us": launch_preroll_us}
     code = run_eval(problem_dir, solution_path, device, as_json, output, timeout, compile_timeout, seed,
                     iterations, warmup, data_root=data_root, workloads=list(workloads) or None,
-                    max_workloads=max_workloads)  # fmt: skip
+                    max_workloads=max_workloads, **preroll)  # fmt: skip
     sys.exit(code)
 
 
