@@ -44,6 +44,11 @@ SYNTHETIC = {
                     {"y": (["M", "N"], "float32")},
                     "import torch\nimport torch.nn.functional as F\n\ndef run(x, w, b):\n"
                     "    return F.relu(F.linear(x, w, b))\n", {"M": 33}),
+    "linear_decode": ({"M": {"type": "var"}, "K": {"type": "const", "value": 256}, "N": {"type": "const", "value": 40}},
+                      {"x": (["M", "K"], "bfloat16"), "w": (["N", "K"], "bfloat16"), "b": (["N"], "bfloat16")},
+                      {"y": (["M", "N"], "bfloat16")},
+                      "import torch\nimport torch.nn.functional as F\n\ndef run(x, w, b):\n"
+                      "    return F.silu(F.linear(x, w, b))\n", {"M": 3}),
     "attn": ({"B": {"type": "const", "value": 1}, "H": {"type": "const", "value": 2}, "S": {"type": "var"},
               "D": {"type": "const", "value": 16}},
              {"q": (["B", "H", "S", "D"], "float32"), "k": (["B", "H", "S", "D"], "float32"),
@@ -52,7 +57,7 @@ SYNTHETIC = {
              "    return torch.softmax(s, dim=-1) @ v\n", {"S": 9}),
 }  # fmt: skip
 EXPECTED_FAMILY = {"softmax_t": "softmax", "layernorm_t": "layernorm", "swiglu_halves": "elementwise",
-                   "linear_relu": "gemm", "attn": "attention"}  # fmt: skip
+                   "linear_relu": "gemm", "linear_decode": "gemm", "attn": "attention"}  # fmt: skip
 
 
 def write_problem(root: Path, name: str) -> Path:
@@ -246,7 +251,7 @@ def test_triton_templates_are_correct_in_the_interpreter(tmp_path):
 # ------------------------------------------------------------------------------------ cuda, nvcc compile
 
 
-_CUDA_CASES = ["rmsnorm_small", "softmax_t", "swiglu_halves"]  # one per family (elementwise: gated)
+_CUDA_CASES = ["rmsnorm_small", "softmax_t", "swiglu_halves", "linear_decode"]  # one per family (elementwise: gated)
 
 
 def _cuda_solutions(p):
@@ -310,3 +315,17 @@ def test_judge_compiles_a_cuda_template_on_a_cpu_machine(problems, tmp_path):
     assert trace.evaluation.status is Status.RUNTIME_ERROR, trace.evaluation.log[-2000:]
     assert trace.evaluation.reason.startswith("compiled only"), trace.evaluation.reason
     assert sorted(o.name for o in tmp_path.glob("*/build/*.o")) == ["binding.cpp.o", "kernel.cu.o"]
+
+
+def test_cuda_gemv_is_offered_for_decode_shapes_only(problems):
+    """The CUDA GEMM template is a GEMV: bound for M <= SMALL_M with an [N, K] weight, not for M = 33."""
+    from agents.offline.templates.matmul import SMALL_M
+
+    def cuda_names(p):
+        return [x.solution.name for x in plan(p, "cuda:0") if x.solution.spec.is_cpp]
+
+    decode = problems["linear_decode"]
+    assert cuda_names(decode) and all("__gemm_cuda_cpp" in n for n in cuda_names(decode))
+    assert problems["linear_relu"].workloads[0].axes["M"] > SMALL_M and cuda_names(problems["linear_relu"]) == []
+    src = next(x for x in plan(decode, "cuda:0") if x.solution.spec.is_cpp).solution.sources[0].content
+    assert "launch_gemv<scalar_t, true, 3>" in src  # bias, then SiLU in the epilogue

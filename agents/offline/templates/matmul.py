@@ -4,6 +4,9 @@ Reference shape (GEMM): ops {mm|addmm|matmul, t/permute, casts, add, relu|gelu|s
 b [N, K] (linear weight) or [K, N], optional bias [N]; output [..., N].
 Kernel: tiled tl.dot (WGMMA on Hopper) with fp32 accumulators, grouped program order for L2 reuse, the
 epilogue applied before the one store. Launcher: grid = cdiv(M, BM) * cdiv(N, BN).
+CUDA C++ (decode shapes only, every workload with M <= SMALL_M and an [N, K] weight): one warp per output
+column streams its weight row with 16-byte loads and keeps M fp32 accumulators; a GEMV is bound by the
+weight's bytes, which 128-row tensor-core tiles waste on an M of 1.
 Notes at the bottom.
 """
 
@@ -14,11 +17,24 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import Binding, Family, Renderer, py_signature
+from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, py_signature
 
 _GEMM_OPS = {"mm", "addmm", "matmul", "t", "permute", "transpose", "_to_copy", "add", "relu", "gelu", "silu",
              "view", "_unsafe_view", "expand", "clone", "reshape", "linear", "contiguous"}  # fmt: skip
 _ACTS = ("relu", "gelu", "silu")
+SMALL_M = 16  # the CUDA template's limit on rows of a (tokens): beyond it, tiles with reuse win
+
+
+def _max_rows(problem: Problem, a: str) -> int:
+    """The most rows of ``a`` (all dims but the last) over the problem's workloads."""
+    spec, most = problem.definition.inputs[a], 0
+    for w in problem.workloads:
+        shape = spec.concrete_shape(problem.definition.resolve_axes(w.axes))
+        rows = 1
+        for d in shape[:-1]:
+            rows *= d
+        most = max(most, rows)
+    return most
 
 
 def match_gemm(problem: Problem, sig: OpSignature) -> list[Binding]:
@@ -43,6 +59,7 @@ def match_gemm(problem: Problem, sig: OpSignature) -> list[Binding]:
     if tensors[a][:-1] != out[:-1] or len(tensors[b]) != 2:
         return []
     roles = {"a": a, "b": b, **({"bias": bias[0]} if bias else {})}
+    consts["max_m"] = _max_rows(problem, a)
     out_b = []
     if tensors[b][0] == out[-1] and tensors[b][1] == tensors[a][-1]:
         out_b.append(Binding(roles, {**consts, "b_is_nk": True}))
@@ -124,6 +141,108 @@ def _gemm(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
 """
 
 
+_CUDA_GEMV = r"""
+__device__ __forceinline__ uint4 ld_nc_v4(const void* p) {  // read-once weight: no L1 allocation
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+template <int ACT> __device__ __forceinline__ float act_f(float v) {
+  if (ACT == 1) return fmaxf(v, 0.f);
+  if (ACT == 2) return 0.5f * v * (1.f + erff(v * 0.7071067811865476f));
+  if (ACT == 3) return v / (1.f + __expf(-v));
+  return v;
+}
+// y[m, n] = act(sum_k a[m, k] w[n, k] + bias[n]) for rows m0 .. m0 + MAXM of a; one warp per column n.
+template <typename T, int MAXM, bool VEC, bool HAS_BIAS, int ACT>
+__global__ void gemv_cols(const T* __restrict__ a, const T* __restrict__ w, const T* __restrict__ bias,
+                          T* __restrict__ y, int M, int N, int K) {
+  const int lane = threadIdx.x & 31;
+  const int n = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (n >= N) return;  // whole warps leave together, so the shuffles below see full warps
+  const T* wr = w + (long long)n * K;
+  for (int m0 = 0; m0 < M; m0 += MAXM) {
+    const int mc = min(MAXM, M - m0);
+    float acc[MAXM];
+    #pragma unroll
+    for (int i = 0; i < MAXM; ++i) acc[i] = 0.f;
+    if (VEC) {
+      constexpr int E = 16 / sizeof(T);
+      for (int k = lane * E; k < K; k += 32 * E) {
+        const uint4 wv = ld_nc_v4(wr + k);
+        const T* we = reinterpret_cast<const T*>(&wv);
+        #pragma unroll
+        for (int i = 0; i < MAXM; ++i) {
+          if (i < mc) {
+            const uint4 av = *reinterpret_cast<const uint4*>(a + (long long)(m0 + i) * K + k);
+            const T* ae = reinterpret_cast<const T*>(&av);
+            #pragma unroll
+            for (int e = 0; e < E; ++e) acc[i] += to_f<T>(ae[e]) * to_f<T>(we[e]);
+          }
+        }
+      }
+    } else {
+      for (int k = lane; k < K; k += 32) {
+        const float wv = to_f<T>(wr[k]);
+        #pragma unroll
+        for (int i = 0; i < MAXM; ++i)
+          if (i < mc) acc[i] += to_f<T>(a[(long long)(m0 + i) * K + k]) * wv;
+      }
+    }
+    #pragma unroll
+    for (int i = 0; i < MAXM; ++i) acc[i] = warp_sum(acc[i]);
+    if (lane == 0) {
+      const float b = HAS_BIAS ? to_f<T>(bias[n]) : 0.f;
+      #pragma unroll
+      for (int i = 0; i < MAXM; ++i)
+        if (i < mc) y[(long long)(m0 + i) * N + n] = from_f<T>(act_f<ACT>(acc[i] + b));
+    }
+  }
+}
+template <typename T, bool HAS_BIAS, int ACT>
+void launch_gemv(const T* a, const T* w, const T* bias, T* y, int M, int N, int K, int threads, cudaStream_t s) {
+  const unsigned blocks = (N + threads / 32 - 1) / (threads / 32);
+  const bool vec = K % (16 / (int)sizeof(T)) == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(w) % 16 == 0;
+#define SOLFORGE_GEMV(MAXM, V) gemv_cols<T, MAXM, V, HAS_BIAS, ACT><<<blocks, threads, 0, s>>>(a, w, bias, y, M, N, K)
+  if (vec) {
+    if (M == 1) SOLFORGE_GEMV(1, true); else if (M <= 4) SOLFORGE_GEMV(4, true); else SOLFORGE_GEMV(8, true);
+  } else {
+    if (M == 1) SOLFORGE_GEMV(1, false); else if (M <= 4) SOLFORGE_GEMV(4, false); else SOLFORGE_GEMV(8, false);
+  }
+#undef SOLFORGE_GEMV
+}
+"""
+
+_ACT_CODE = {None: 0, "relu": 1, "gelu": 2, "silu": 3}
+
+
+def render_gemm_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict[str, str]:
+    a, w, bias, y = b.roles["a"], b.roles["b"], b.roles.get("bias"), _out(problem)
+    has_bias = "true" if bias else "false"
+    bias_ptr = f"reinterpret_cast<const scalar_t*>({bias}.data_ptr())" if bias else "nullptr"
+    same = f" && {bias}.scalar_type() == {a}.scalar_type()" if bias else ""
+    body = f"""  const long long K = {a}.size(-1), N = {y}.size(-1);
+  const long long M = K == 0 ? 0 : {a}.numel() / K;
+  if (M == 0 || N == 0) return;
+  TORCH_CHECK({w}.size(0) == N && {w}.size(1) == K, "weight shape does not match [N, K]");
+  TORCH_CHECK({w}.scalar_type() == {a}.scalar_type() && {y}.scalar_type() == {a}.scalar_type(){same},
+              "mixed dtypes are not handled by this template");
+  auto stream = c10::cuda::getCurrentCUDAStream();
+  DISPATCH_FLOAT({a}.scalar_type(), scalar_t, {{
+    launch_gemv<scalar_t, {has_bias}, {_ACT_CODE[b.consts["act"]]}>(
+        reinterpret_cast<const scalar_t*>({a}.data_ptr()), reinterpret_cast<const scalar_t*>({w}.data_ptr()),
+        {bias_ptr}, reinterpret_cast<scalar_t*>({y}.data_ptr()), (int)M, (int)N, (int)K, {p["threads"]}, stream);
+  }});
+  C10_CUDA_KERNEL_LAUNCH_CHECK();"""
+    return cuda_module(problem, _CUDA_GEMV, body)
+
+
+def _decode_shaped(b: Binding) -> bool:
+    return bool(b.consts["b_is_nk"]) and b.consts.get("max_m", SMALL_M + 1) <= SMALL_M
+
+
 GEMM = Family(
     name="gemm",
     candidates=match_gemm,
@@ -134,6 +253,7 @@ GEMM = Family(
             {"bm": (128, 64), "bn": (128, 256), "bk": (64,), "num_warps": (8,), "stages": (3, 4)},
             render_gemm_triton,
         ),  # fmt: skip
+        Renderer("cuda_cpp", True, {"threads": (256, 128)}, render_gemm_cuda, file=CUDA_FILE, accepts=_decode_shaped),
     ),
 )
 
