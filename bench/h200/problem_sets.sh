@@ -36,3 +36,9 @@ data/problems/L1/linear_k4096_n4096_bf16
 data/problems/L1/linear_bias_k3584_n512_bf16
 data/problems/L1/linear_k8192_n1024_bf16
 "
+# LINEAR_SET: the decode-shaped linear layers of OFFLINE_SET (the CUDA GEMV template's problems).
+LINEAR_SET="
+data/problems/L1/linear_k4096_n4096_bf16
+data/problems/L1/linear_bias_k3584_n512_bf16
+data/problems/L1/linear_k8192_n1024_bf16
+"

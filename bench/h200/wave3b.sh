@@ -3,6 +3,7 @@
 # with the launch pre-roll), then the offline agents on that half (C++ candidates prebuilt first). Per-problem
 # JSON lines survive a cut; run it again (RESUME=1) on the same warm machine to go on where it stopped.
 # SUITE=1 runs the judge's GPU suite (no CuTe DSL) on GPU 0 first. GPUS=1: the whole set on GPU 0.
+# SET=NAME: that set of problem_sets.sh instead (each GPU gets all of it).
 # STATE=DIR (in the carried tree): earlier results (tb_gpu*.jsonl, offline_gpu*.jsonl) to go on from when
 # the machine is a fresh one.
 set -u
@@ -15,6 +16,7 @@ for g in $GS; do
   (
     export CUDA_VISIBLE_DEVICES=$g
     half=HALF$g; [ "${GPUS:-2}" = 1 ] && half=OFFLINE_SET
+    [ -n "${SET:-}" ] && half=$SET  # another set of problem_sets.sh, e.g. SET=LINEAR_SET
     for f in tb_gpu$g.jsonl offline_gpu$g.jsonl; do
       [ -n "${STATE:-}" ] && [ -s "$STATE/$f" ] && [ ! -s "/tmp/$f" ] && cp "$STATE/$f" "/tmp/$f"
     done
