@@ -61,8 +61,9 @@ def compile_only(args: argparse.Namespace, src: Path, build: Path) -> None:
     for s in args.source:  # every translation unit at once, as ninja would build them
         out = build / (Path(s).name + ".o")
         if s.endswith(".cu"):
+            # torch's own nvcc flags (no implicit half/bf16 conversions, relaxed constexpr), as a GPU build has
             cmd = ["nvcc", "-c", str(src / s), "-o", str(out), "-std=c++17", _gencode(args.arch), "-O3",
-                   "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC", *defs, *inc, *args.cuda_cflag]  # fmt: skip
+                   *cpp_extension.COMMON_NVCC_FLAGS, "-Xcompiler", "-fPIC", *defs, *inc, *args.cuda_cflag]  # fmt: skip
         else:
             cmd = ["c++", "-c", str(src / s), "-o", str(out), "-std=c++17", "-O3", "-fPIC", *defs, *inc, *args.cflag]
         print("+", " ".join(cmd[:4]), "...", flush=True)
