@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -238,14 +237,11 @@ print("RESULT", json.dumps(ok))
 @pytest.mark.slow
 def test_triton_templates_are_correct_in_the_interpreter(tmp_path):
     pytest.importorskip("triton")
+    from triton_interp import run_interpreted
+
     names = ["rmsnorm_small", "softmax_t", "layernorm_t", "swiglu_halves", "linear_relu"]
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    repo = str(Path(__file__).resolve().parents[1])
-    out = subprocess.run([sys.executable, "-c", _INTERPRET_SCRIPT, repo, json.dumps(names)],
-                         capture_output=True, text=True, env=env, timeout=240, cwd=repo)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.split("RESULT", 1)[1])
-    assert all(result[n] >= 1 for n in names), out.stdout
+    result = run_interpreted(_INTERPRET_SCRIPT, names, timeout_s=240)
+    assert all(result[n] >= 1 for n in names), result
 
 
 # ------------------------------------------------------------------------------------ cuda, nvcc compile

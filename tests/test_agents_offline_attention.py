@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -120,11 +118,8 @@ print("RESULT", json.dumps(ok))
 @pytest.mark.slow
 def test_triton_attention_matches_the_reference_in_the_interpreter():
     pytest.importorskip("triton")
+    from triton_interp import run_interpreted
+
     names = sorted(CASES)
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    repo = str(Path(__file__).resolve().parents[1])
-    out = subprocess.run([sys.executable, "-c", _INTERPRET_SCRIPT, repo, json.dumps(names)],
-                         capture_output=True, text=True, env=env, timeout=600, cwd=repo)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.split("RESULT", 1)[1])
-    assert result == {n: ["off", "auto"] for n in names}, out.stdout
+    result = run_interpreted(_INTERPRET_SCRIPT, names, timeout_s=600)
+    assert result == {n: ["off", "auto"] for n in names}, result

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 import types
@@ -192,13 +190,11 @@ print("RESULT", json.dumps(ok))
 @pytest.mark.slow
 def test_triton_variants_match_the_reference_in_the_interpreter():
     pytest.importorskip("triton")
+    from triton_interp import run_interpreted
+
     names = [n for n in sorted(CASES) if CASES[n][2]]
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    out = subprocess.run([sys.executable, "-c", _INTERPRET_SCRIPT, str(REPO), json.dumps(names)],
-                         capture_output=True, text=True, env=env, timeout=600, cwd=REPO)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.split("RESULT", 1)[1])
-    assert result == {n: [True, True] for n in names}, out.stdout
+    result = run_interpreted(_INTERPRET_SCRIPT, names, timeout_s=600)
+    assert result == {n: [True, True] for n in names}, result
 
 
 @pytest.mark.cuda_compile
