@@ -28,7 +28,7 @@ import torch
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import Binding, Family, Renderer, py_signature
+from .base import Binding, Family, Renderer, py_signature, triton_launcher
 from .probe import Probe
 
 # axes of (b, h, s, d) in q/out and in k/v for each layout; None: absent (length 1)
@@ -323,6 +323,19 @@ import triton.language as tl
 # takes the DOT_F32 branch.
 _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 {_TRITON_KERNELS}
+{triton_launcher()}
+_fwd_launch, _merge_launch = _Launcher(_attn_fwd), _Launcher(_attn_merge)
+_SMS = {{}}  # device index -> SM count (a property query per call costs host time)
+_WORKSPACE = {{}}  # (device, rows, D) -> split-KV scratch (max, sum, acc): written before read on every call
+
+
+def _workspace(device, n, d):
+    w = _WORKSPACE.get((device, n, d))
+    if w is None:
+        ws = torch.empty((n * (d + 2),), dtype=torch.float32, device=device)
+        w = _WORKSPACE[(device, n, d)] = (ws[:n], ws[n:2 * n], ws[2 * n:])
+    return w
+
 
 {py_signature(problem)}
 {_launch_prelude(problem, b)}
@@ -335,24 +348,25 @@ _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
     grid_m = triton.cdiv(rows, BM)
     splits = 1
     if {p["split"] == "auto"}:
-        sms = torch.cuda.get_device_properties({q}.device).multi_processor_count if {q}.is_cuda else 132
+        sms = 132
+        if {q}.is_cuda:
+            dev = {q}.device.index
+            sms = _SMS.get(dev) or _SMS.setdefault(dev, torch.cuda.get_device_properties({q}.device).multi_processor_count)
         splits = max(1, min(triton.cdiv(2 * sms, grid_m * B * HKV), SKV // (4 * BN)))
     chunk = triton.cdiv(triton.cdiv(SKV, splits), BN) * BN
     splits = triton.cdiv(SKV, chunk)
     if splits > 1:
-        mw = torch.empty((B * HKV * splits * rows,), dtype=torch.float32, device={q}.device)
-        lw = torch.empty_like(mw)
-        aw = torch.empty((B * HKV * splits * rows * D,), dtype=torch.float32, device={q}.device)
+        mw, lw, aw = _workspace({q}.device, B * HKV * splits * rows, D)
     else:
         mw = lw = aw = {o}
-    _attn_fwd[(grid_m, B * HKV, splits)](
-        {q}, {k}, {v}, {o}, mw, lw, aw, *sq_, *sk_, *sv_, *so_, HKV, SQ, SKV, {qk_scale!r}, {shift}, chunk,
+    _fwd_launch(
+        (grid_m, B * HKV, splits), {q}, {k}, {v}, {o}, mw, lw, aw, *sq_, *sk_, *sv_, *so_, HKV, SQ, SKV, {qk_scale!r}, {shift}, chunk,
         GROUP=G, TILE_HEADS={c["gqa"] == "tile"}, CAUSAL={bool(c["causal"])}, SPLIT=splits > 1, HEAD_D=D,
         BLOCK_M=BM, BLOCK_N=BN, DOT_F32=_INTERPRETED and {q}.dtype == torch.bfloat16,
         num_warps={p["num_warps"]}, num_stages={p["num_stages"]})
     if splits > 1:
-        _attn_merge[(grid_m, B * HKV)](
-            {o}, mw, lw, aw, *so_, HKV, SQ, splits, GROUP=G, TILE_HEADS={c["gqa"] == "tile"}, HEAD_D=D,
+        _merge_launch(
+            (grid_m, B * HKV), {o}, mw, lw, aw, *so_, HKV, SQ, splits, GROUP=G, TILE_HEADS={c["gqa"] == "tile"}, HEAD_D=D,
             BLOCK_M=BM, num_warps=4)
 """
 

@@ -215,3 +215,48 @@ def cuda_module(problem: Problem, kernels: str, body: str) -> dict[str, str]:
         'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); }\n'
     )
     return {CUDA_FILE: kernel, BINDING_FILE: binding}
+
+
+# Triton's JIT launch (argument binding, specialization keys, cache lookup) costs 30-100 µs of host time per
+# call on the H200 machine (bench/launch_profile.py, 2026-11-30), and the judge's window counts host time
+# beyond its short pre-roll. Rendered Triton sources therefore wrap each kernel in ``_Launcher``: the first
+# call of a specialization goes through the JIT (compiling if needed) and keeps the compiled kernel's own
+# launcher; later calls with the same specialization call that launcher directly. The key holds what Triton
+# specializes on (tensor dtype and 16-byte alignment, scalar values, constexprs, grid), so a call never
+# reuses a kernel compiled for different arguments. Under the CPU interpreter every call takes the JIT path.
+TRITON_LAUNCHER = '''
+
+class _Launcher:
+    """``kernel[grid](*args, **kwargs)`` without the JIT's per-call binding once compiled for these args."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        # the CPU interpreter's kernels have no ``params``: nothing is ever cached for them
+        self.params = [(p.name, getattr(p, "default", _inspect.Parameter.empty)) for p in getattr(kernel, "params", ())]
+        self.compiled = {}
+
+    def __call__(self, grid, *args, **kwargs):
+        key = (grid, tuple(kwargs.items()),
+               *[(a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, torch.Tensor) else a for a in args])
+        hit = self.compiled.get(key)
+        if hit is not None:
+            hit[0](*args, *hit[1])
+            return
+        kernel = self.kernel[grid](*args, **kwargs)
+        if kernel is None or not hasattr(kernel, "run"):  # the interpreter: nothing compiled to keep
+            return
+        rest = []
+        for name, default in self.params[len(args):]:
+            if name in kwargs:
+                rest.append(kwargs[name])
+            elif default is not _inspect.Parameter.empty:
+                rest.append(default)
+            else:
+                return
+        self.compiled[key] = (kernel[tuple(grid) + (1,) * (3 - len(grid))], tuple(rest))
+'''
+
+
+def triton_launcher() -> str:
+    """Source of ``_Launcher`` for a rendered Triton file (it needs ``torch`` imported there)."""
+    return "import inspect as _inspect\n" + TRITON_LAUNCHER

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, py_signature
+from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, py_signature, triton_launcher
 
 _ALLOWED = {"silu", "gelu", "sigmoid", "tanh", "erf", "mul", "add", "pow", "div", "rsub", "_to_copy", "slice",
             "split", "split_with_sizes", "chunk", "view", "clone", "alias", "unbind", "select", "narrow",
@@ -134,6 +134,9 @@ def _act_mul(g_ptr, u_ptr, y_ptr, n, half, in_cols, g_off, u_off, GATED: tl.cons
         r = r * tl.load(u_ptr + row * in_cols + u_off + col, mask=m, other=0.0).to(tl.float32)
     tl.store(y_ptr + i, r.to(y_ptr.dtype.element_ty), mask=m)
 
+{triton_launcher()}
+_act_mul_launch = _Launcher(_act_mul)
+
 
 {py_signature(problem)}
     {setup}
@@ -141,8 +144,8 @@ def _act_mul(g_ptr, u_ptr, y_ptr, n, half, in_cols, g_off, u_off, GATED: tl.cons
     if n == 0:
         return
     BLOCK = {p["block"]}
-    _act_mul[(triton.cdiv(n, BLOCK),)]({args}, {y}, n, half, in_cols, g_off, u_off, GATED={_gated(b)},
-                                       BLOCK=BLOCK, num_warps={p["num_warps"]})
+    _act_mul_launch((triton.cdiv(n, BLOCK),), {args}, {y}, n, half, in_cols, g_off, u_off, GATED={_gated(b)},
+                    BLOCK=BLOCK, num_warps={p["num_warps"]})
 """
 
 

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, py_signature
+from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, py_signature, triton_launcher
 
 _GEMM_OPS = {"mm", "addmm", "matmul", "t", "permute", "transpose", "_to_copy", "add", "relu", "gelu", "silu",
              "view", "_unsafe_view", "expand", "clone", "reshape", "linear", "contiguous"}  # fmt: skip
@@ -125,6 +125,9 @@ def _gemm(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
     tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
+{triton_launcher()}
+_gemm_launch = _Launcher(_gemm)
+
 
 {py_signature(problem)}
     a2 = {a}.reshape(-1, {a}.shape[-1])
@@ -135,8 +138,8 @@ def _gemm(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
         return
     BM, BN, BK = {p["bm"]}, {p["bn"]}, {p["bk"]}
     grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN),)
-    _gemm[grid](a2, {w}, {bias or "a2"}, c2, M, N, K, a2.stride(0), a2.stride(1), {b_strides},
-                c2.stride(0), c2.stride(1), BM=BM, BN=BN, BK=BK, GROUP=8,
+    _gemm_launch(grid, a2, {w}, {bias or "a2"}, c2, M, N, K, a2.stride(0), a2.stride(1), {b_strides},
+                 c2.stride(0), c2.stride(1), BM=BM, BN=BN, BK=BK, GROUP=8,
                 num_warps={p["num_warps"]}, num_stages={p["stages"]})
 """
 

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, eps_literal, py_signature
+from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, eps_literal, py_signature, triton_launcher
 
 _EXCLUDE = {"sub", "var_mean", "native_layer_norm", "_softmax", "mm", "addmm", "bmm", "exp"}
 
@@ -115,14 +115,17 @@ def _rmsnorm_row(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
     {apply_w}
     tl.store(y_ptr + row * n_cols + cols, n.to(y_ptr.dtype.element_ty), mask=m)
 
+{triton_launcher()}
+_rmsnorm_launch = _Launcher(_rmsnorm_row)
+
 
 {py_signature(problem)}
     n_cols = {x}.shape[-1]
     rows = {x}.numel() // n_cols
     if rows == 0:
         return
-    _rmsnorm_row[(rows,)]({x}, {w if has_w else x}, {y}, n_cols, float({_eps(b)}),
-                          BLOCK=triton.next_power_of_2(n_cols), num_warps={p["num_warps"]})
+    _rmsnorm_launch((rows,), {x}, {w if has_w else x}, {y}, n_cols, float({_eps(b)}),
+                    BLOCK=triton.next_power_of_2(n_cols), num_warps={p["num_warps"]})
 """
 
 
