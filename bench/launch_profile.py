@@ -23,7 +23,7 @@ import importlib.util
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,7 +33,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import torch  # noqa: E402
 
-from sol_bench.baseline import CUDAGRAPH_COMPILE, EAGER, _variant_callable  # noqa: E402
+from sol_bench.baseline import CUDAGRAPH_COMPILE, EAGER, _outputs, _variant_callable  # noqa: E402
+from sol_bench.correctness import compare  # noqa: E402
 from sol_bench.build import plan_build, run_build  # noqa: E402
 from sol_bench.inputs import make_inputs, output_specs  # noqa: E402
 from sol_bench.models import Solution  # noqa: E402
@@ -53,6 +54,7 @@ class Row:
     kernels: float
     judged_us: float
     judged0_us: float
+    matches: str = ""  # the candidate's outputs vs the reference's after the timed calls ("yes", or why not)
 
 
 def load_candidate(sol: Solution, device: str, staging_root: Path) -> Callable[..., Any]:
@@ -115,6 +117,7 @@ def profile_problem(problem: Problem, device: torch.device, candidates: int, sta
     inputs = list(make_inputs(problem.definition, workload, device, 1234, reference).values())
     rows = []
     with torch.no_grad():
+        expected = [t.clone() for t in _outputs(reference.run(*inputs))]
         for variant in (EAGER, CUDAGRAPH_COMPILE):
             torch.compiler.reset()
             try:
@@ -127,21 +130,35 @@ def profile_problem(problem: Problem, device: torch.device, candidates: int, sta
             try:
                 f = load_candidate(sol, str(device), staging)
                 args = inputs + outs if sol.spec.destination_passing_style else inputs
-                rows.append(measure(problem, sol.name.split("__", 1)[-1], lambda f=f, a=args: f(*a), device))
+                box = []
+                row = measure(problem, sol.name.split("__", 1)[-1], lambda f=f, a=args: box.append(f(*a)), device)
+                got = outs if sol.spec.destination_passing_style else _outputs(box[-1])
+                rows.append(replace(row, matches=_matches(got, expected, workload)))
             except Exception as e:  # noqa: BLE001
                 print(f"{problem.name}: {sol.name} failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
             torch.compiler.reset()
     return rows
 
 
+def _matches(got: list[torch.Tensor], expected: list[torch.Tensor], workload) -> str:
+    try:
+        if len(got) != len(expected):
+            return f"{len(got)} outputs, expected {len(expected)}"
+        for i, (g, e) in enumerate(zip(got, expected)):
+            compare(f"#{i}", g, e, workload.tolerance)
+        return "yes"
+    except Exception as e:  # noqa: BLE001 - the table says why
+        return f"no: {str(e).splitlines()[0][:80]}"
+
+
 def table(rows: list[Row]) -> str:
     lines = [
-        "| problem | candidate | host µs | GPU busy µs | GPU ops/call | judged µs (pre-roll) | judged µs (none) |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| problem | candidate | host µs | GPU busy µs | GPU ops/call | judged µs (pre-roll) | judged µs (none) | matches |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r.problem} | {r.name} | {r.host_us:.1f} | {r.gpu_us:.1f} | {r.kernels:.1f} | {r.judged_us:.1f} | {r.judged0_us:.1f} |"
+            f"| {r.problem} | {r.name} | {r.host_us:.1f} | {r.gpu_us:.1f} | {r.kernels:.1f} | {r.judged_us:.1f} | {r.judged0_us:.1f} | {r.matches} |"
         )
     return "\n".join(lines) + "\n"
 
