@@ -15,16 +15,30 @@ class _Param:
 
 
 class _Compiled:
-    """Stands in for triton's CompiledKernel: ``[grid3](*all_args)`` launches."""
+    """Stands in for triton's CompiledKernel: its C launcher ``run(gx, gy, gz, stream, function, packed,
+    launch_metadata, enter_hook, exit_hook, *all_args)``."""
+
+    function, packed_metadata = "fn", "packed"
 
     def __init__(self, log):
         self.log = log
+        self.run = None
 
-    def run(self, *a):  # only its presence matters
-        raise AssertionError("not called directly")
+    def _init_handles(self):
+        self.run = lambda gx, gy, gz, stream, fn, packed, meta, enter, exit_, *args: self.log.append(
+            ("fast", (gx, gy, gz), stream, fn, packed, args)
+        )
 
-    def __getitem__(self, grid):
-        return lambda *args: self.log.append(("fast", grid, args))
+
+class _OnDevice(torch.Tensor):
+    """A CPU tensor that reports device 3, as a CUDA tensor would."""
+
+    def get_device(self):
+        return 3
+
+
+def _t(x):
+    return torch.Tensor._make_subclass(_OnDevice, x)
 
 
 class _Kernel:
@@ -45,25 +59,28 @@ class _Kernel:
 def _launcher_class():
     ns = {"torch": torch}
     exec(compile(triton_launcher(), "<launcher>", "exec"), ns)
+    ns["_raw_stream"] = lambda device: f"stream{device}"  # torch's current raw stream of that device
     return ns["_Launcher"]
 
 
 def test_second_call_with_the_same_specialization_skips_the_jit():
     k = _Kernel([_Param("x"), _Param("n"), _Param("BLOCK"), _Param("FLAG", False)])
     launch = _launcher_class()(k)
-    x, y = torch.zeros(8), torch.ones(8)
+    x, y = _t(torch.zeros(8)), _t(torch.ones(8))
     launch((4,), x, 8, BLOCK=16, num_warps=4)
     launch((4,), y, 8, BLOCK=16, num_warps=4)
     assert [e[0] for e in k.log] == ["jit", "fast"]
-    # the compiled launcher gets every parameter in order (constexprs and defaults too) and a 3-D grid
-    assert k.log[1][1] == (4, 1, 1)
-    assert k.log[1][2][0] is y and k.log[1][2][1:] == (8, 16, False)
+    # the C launcher gets a 3-D grid, the device's current stream, the kernel's handles, and every
+    # parameter in order (constexprs and defaults too)
+    _, grid, stream, fn, packed, args = k.log[1]
+    assert (grid, stream, fn, packed) == ((4, 1, 1), "stream3", "fn", "packed")
+    assert args[0] is y and args[1:] == (8, 16, False)
 
 
 def test_a_different_specialization_goes_back_to_the_jit():
     k = _Kernel([_Param("x"), _Param("n"), _Param("BLOCK")])
     launch = _launcher_class()(k)
-    x = torch.zeros(64)
+    x = _t(torch.zeros(64))
     launch((4,), x, 8, BLOCK=16)
     launch((4,), x.half(), 8, BLOCK=16)  # dtype
     launch((4,), x[1:], 8, BLOCK=16)  # 16-byte alignment
@@ -78,7 +95,16 @@ def test_a_different_specialization_goes_back_to_the_jit():
 def test_nothing_is_cached_when_a_parameter_cannot_be_bound():
     k = _Kernel([_Param("x"), _Param("BLOCK")])  # BLOCK has no default and is not given
     launch = _launcher_class()(k)
-    x = torch.zeros(8)
+    x = _t(torch.zeros(8))
+    launch((1,), x)
+    launch((1,), x)
+    assert [e[0] for e in k.log] == ["jit", "jit"]
+
+
+def test_cpu_tensors_always_take_the_jit_path():
+    k = _Kernel([_Param("x")])
+    launch = _launcher_class()(k)
+    x = torch.zeros(8)  # get_device() == -1: no CUDA stream to launch on
     launch((1,), x)
     launch((1,), x)
     assert [e[0] for e in k.log] == ["jit", "jit"]

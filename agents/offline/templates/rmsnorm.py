@@ -134,7 +134,7 @@ _rmsnorm_launch = _Launcher(_rmsnorm_row)
 _CUDA_KERNEL = r"""
 // One CTA per row; the row is read once into registers (up to MAX_PER_THREAD elements per thread).
 template <typename T, int MAX_PER_THREAD, bool HAS_W, bool CAST_BEFORE_W>
-__global__ void rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+__global__ void __launch_bounds__(1024) rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                              int n_cols, float eps, float w_offset) {
   __shared__ float smem[32];
   const long long row = blockIdx.x;
