@@ -122,3 +122,28 @@ def test_interpreted_kernels_always_take_the_jit_path():
     launch((1,), torch.zeros(4))
     launch((1,), torch.zeros(4))
     assert k.log == ["jit", "jit"]
+
+
+def test_a_launcher_that_refuses_its_arguments_sends_every_later_call_to_the_jit():
+    class Refusing(_Compiled):
+        def _init_handles(self):
+            def run(*a):
+                self.log.append(("refused",))
+                raise TypeError("function takes 12 positional arguments")
+
+            self.run = run
+
+    class Kernel(_Kernel):
+        def __getitem__(self, grid):
+            def jit(*args, **kwargs):
+                self.log.append(("jit", grid, args, kwargs))
+                return Refusing(self.log)
+
+            return jit
+
+    k = Kernel([_Param("x")])
+    launch = _launcher_class()(k)
+    x = _t(torch.zeros(8))
+    for _ in range(3):
+        launch((1,), x)
+    assert [e[0] for e in k.log] == ["jit", "refused", "jit", "jit"]

@@ -238,6 +238,7 @@ class _Launcher:
         # the CPU interpreter's kernels have no ``params``: nothing is ever cached for them
         self.params = [(p.name, getattr(p, "default", _inspect.Parameter.empty)) for p in getattr(kernel, "params", ())]
         self.compiled = {}
+        self.unusable = False
 
     def __call__(self, grid, *args, **kwargs):
         key = (grid, tuple(kwargs.items()), *[
@@ -246,10 +247,14 @@ class _Launcher:
         hit = self.compiled.get(key)
         if hit is not None:
             run, gx, gy, gz, device, function, packed, rest = hit
-            run(gx, gy, gz, _raw_stream(device), function, packed, None, None, None, *args, *rest)
-            return
+            try:
+                run(gx, gy, gz, _raw_stream(device), function, packed, None, None, None, *args, *rest)
+                return
+            except TypeError:  # a Triton whose launcher takes other arguments: the JIT from now on
+                self.compiled.clear()
+                self.unusable = True
         kernel = self.kernel[grid](*args, **kwargs)
-        if kernel is None or not hasattr(kernel, "packed_metadata") or _raw_stream is None:
+        if self.unusable or kernel is None or not hasattr(kernel, "packed_metadata") or _raw_stream is None:
             return  # the interpreter (nothing compiled to keep) or an unknown Triton: the JIT every call
         rest = []
         for name, default in self.params[len(args):]:
