@@ -59,3 +59,10 @@ data/problems/L1/rmsnorm_fwd_h4096_eps5_bf16
 data/problems/L1/swiglu_fwd_i14336_bf16
 data/problems/L1/linear_bias_k3584_n512_bf16
 "
+# NEW_SET: the problems whose offline candidates changed in session 4 (LayerNorm, softmax, attention launch).
+NEW_SET="
+data/problems/L1/layernorm_fwd_h1024_eps5_tok257_bf16
+data/problems/L1/softmax_v128256_fp32
+data/problems/L1/decode_attention_q32_kv8_d128_bf16
+data/problems/L1/decode_attention_q64_kv8_d128_bf16
+"
