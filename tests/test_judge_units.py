@@ -517,3 +517,24 @@ def test_worker_is_started_with_the_configured_launch_preroll(tmp_path, monkeypa
         runner.start_worker(staged, "cpu", "m.py", "run", False, None, {}, 5.0, 0, 12.5)
     argv = seen["argv"]
     assert argv[argv.index("--preroll-us") + 1] == "12.5"
+
+
+def test_builds_run_below_normal_priority(tmp_path):
+    """A build's compilers run niced: on a GPU machine they share the CPU with candidates being timed."""
+    import os
+
+    from sol_bench.build import plan_build, run_build
+    from sol_bench.build_worker import BUILD_NICENESS
+    from sol_bench.models import Solution
+    from sol_bench.runner import candidate_env
+    from sol_bench.staging import stage
+
+    sol = Solution.model_validate({
+        "name": "nice_probe", "definition": "d", "author": "t",
+        "spec": {"languages": ["cuda_cpp"], "entry_point": "k.cu::run", "destination_passing_style": True},
+        "sources": [{"path": "k.cu", "content": "__global__ void probe_kernel(int* p) { *p = 1; }\n"}],
+    })  # fmt: skip
+    staged = stage(sol, tmp_path)  # no GPU here: CUDA sources are compiled only (nvcc, sm_90a)
+    result = run_build(plan_build(sol, staged, "cpu", candidate_env(staged, "cpu")), 120)
+    expected = min(19, os.nice(0) + BUILD_NICENESS)
+    assert f"niceness: {expected}" in result.log.splitlines()
