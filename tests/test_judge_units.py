@@ -478,6 +478,21 @@ def test_recorded_seed_replays_identical_inputs(tmp_path):
     assert not set(other) & set(first)
 
 
+def test_preroll_calibration_waits_for_the_clock_to_settle():
+    """A GPU at idle clocks spins the probe slowly; calibrating on those first probes would make the pre-roll
+    several times too short once the clock is up (the judge's worker calibrates right after CUDA starts)."""
+    from sol_bench.timing import settled_probe_ms
+
+    ramp = iter([0.58, 0.45, 0.30, 0.18, 0.104, 0.101, 0.102, 0.5, 0.5])
+    assert settled_probe_ms(lambda: next(ramp)) == 0.101
+    steady = iter([0.1, 0.1, 0.1] + [9.9] * 10)
+    assert settled_probe_ms(lambda: next(steady)) == 0.1  # stops as soon as three agree
+    noisy = [0.1, 0.2] * 40
+    calls = []
+    assert settled_probe_ms(lambda: (calls.append(1), noisy[len(calls) - 1])[1], max_probes=10) == 0.1
+    assert len(calls) == 10  # never settles: gives up after max_probes, fastest of the last three
+
+
 def test_launch_preroll_cycles_scale_with_the_probe():
     from sol_bench.timing import cuda_method, preroll_cycles
 
