@@ -7,7 +7,7 @@ the candidates that reproduce the reference on the CPU (``probe.py``).
 
 from __future__ import annotations
 
-from . import attention, elementwise, matmul, rmsnorm, rowwise
+from . import attention, elementwise, matmul, rmsnorm, rope, rowwise
 from .base import Binding, Family, Renderer, build_solution
 
 FAMILIES: tuple[Family, ...] = (
@@ -17,6 +17,7 @@ FAMILIES: tuple[Family, ...] = (
     elementwise.FAMILY,
     matmul.GEMM,
     attention.ATTENTION,
+    rope.ROPE,
 )
 
 __all__ = ["FAMILIES", "Binding", "Family", "Renderer", "build_solution"]
