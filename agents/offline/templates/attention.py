@@ -1,4 +1,5 @@
-"""Scaled-dot-product attention: a probed matcher, a Triton flash-attention kernel, a PyTorch SDPA fallback.
+"""Scaled-dot-product attention: a probed matcher, a CUDA C++ decode kernel, a Triton flash-attention kernel,
+a PyTorch SDPA fallback.
 
 Matching: the op signature only pre-filters (softmax with batched matmuls, or an SDPA op). The semantics
 the kernel needs (layout, softmax scale, causal flag and diagonal, which KV head serves which query head)
@@ -15,6 +16,12 @@ kv head are packed into the M dimension (row = head-in-group * Sq + query) so a 
 tile once for the whole group; online softmax in the exp2 domain with fp32 m/l/acc; p is cast to the
 value dtype for the second dot (as FlashAttention does). With few programs (decode) the KV range is
 split over a third grid axis and a second kernel merges the partial (m, l, acc).
+
+CUDA C++ (decode only: one query per sequence in every workload, head dim 64/128, at most 8 query heads per
+kv head, bf16/fp16; ``cuda_decode_accepts``): flash-decoding launched from C++, so no Python launch cost. A
+CTA takes one (batch, kv head, slice of the KV length), its warps 16-key tiles with every query head of the
+group on tensor cores (mma.sync m16n8k16, fp32 accumulation); the slices are sized from the device's SM count
+and the kernel's occupancy, and a second kernel merges them (see ``_CUDA_DECODE``).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import torch
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import Binding, Family, Renderer, py_signature, triton_launcher
+from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, py_signature, triton_launcher
 from .probe import Probe
 
 # axes of (b, h, s, d) in q/out and in k/v for each layout; None: absent (length 1)
@@ -109,7 +116,7 @@ def attention_candidates(problem: Problem, sig: OpSignature) -> list[Binding]:
     if not workloads:
         return []
     layouts = [lay for lay in layouts if all(_shapes_fit(sizes(w), q, k, v, out_name(problem), lay) for w in workloads)]
-    kinds = {}
+    kinds, facts = {}, {}
     for lay in layouts:
         qa, ka = LAYOUTS[lay]
         dims = [(_dims(sizes(w)[q], qa), _dims(sizes(w)[k], ka)) for w in workloads]
@@ -117,8 +124,11 @@ def attention_candidates(problem: Problem, sig: OpSignature) -> list[Binding]:
         # bottom-right causal is top-left causal when Sq == Skv, and no mask at all when Sq == 1
         bottom_right = not all(qd[2] == kd[2] for qd, kd in dims) and not all(qd[2] == 1 for qd, _ in dims)
         kinds[lay] = (gqa, bottom_right)
+        # shape facts for renderers (the CUDA decode kernel: one query per sequence, at most 8 heads per group)
+        facts[lay] = {"max_sq": max(qd[2] for qd, _ in dims), "max_group": max(qd[1] // kd[1] for qd, kd in dims),
+                      "dtype": str(getattr(qs.dtype, "value", qs.dtype))}  # fmt: skip
     cands = _candidates(d.reference, sizes(workloads[0])[q][-1], kinds)
-    return [Binding({"q": q, "k": k, "v": v}, c) for c in cands]
+    return [Binding({"q": q, "k": k, "v": v}, {**c, **facts[c["layout"]]}) for c in cands]
 
 
 def _semantics(problem: Problem, b: Binding, inputs: Mapping[str, Any]) -> torch.Tensor:
@@ -373,6 +383,389 @@ _PLANS = {{}}  # input layout -> _plan(...)
 """
 
 
+# ------------------------------------------------------------------------------------- cuda: decode (SQ = 1)
+
+CUDA_DECODE_HEAD_DIMS = (64, 128)
+CUDA_DECODE_MAX_GROUP = 8  # query heads per kv head: the n = 8 of one mma tile
+CUDA_DECODE_TILE = 16  # keys per warp step (the m16 of S^T = K Q^T)
+CUDA_DECODE_MAX_SPLITS = 64
+
+_CUDA_DECODE = r"""
+// Flash-decoding, one query token per sequence. CTA = (batch, kv head, split of the KV length); its warps take
+// 16-key tiles round-robin and run every query head of the group at once on tensor cores (mma.m16n8k16, bf16 or
+// fp16 in, fp32 accumulate), transposed so that the group is the n = 8 side:
+//   S^T[16 keys x 8 heads] = K_tile[16 x D] . Q^T[D x 8]        (A = K rows straight from memory, B = Q)
+//   O^T[D x 8 heads]      += V_tile^T[D x 16 keys] . P^T[16 x 8] (A = V repacked, B = P moved by movmatrix.trans)
+// The sum over D in S^T is order-free, so lane (gr, t) = (lane / 4, lane % 4) loads 16 contiguous bytes
+// (d = 32c + 8t .. + 8) of a K row and feeds them to two k16 steps; the same d order is used for Q. O^T's rows
+// are the output d in the order d = NM * r + i (m tile i, row r), so each lane loads V as two contiguous runs of
+// NM elements per key (d = NM*gr .. and D/2 + NM*gr ..). Softmax: exp2 domain (scores * scale * log2 e), per head
+// running max / sum in fp32, P rounded to the input type for the second product (as the reference's probs).
+// Warps merge through shared memory; with one split the CTA writes the output, else (m, l, acc) go to a float
+// workspace that decode_attn_merge combines.
+struct DecodeAttnArgs {
+  long long sqb, sqh, skb, skh, sks, svb, svh, svs, sob, soh;  // element strides; the head dim is contiguous
+  int HKV, G, L, chunk, splits;
+  int head_mul_k, head_mul_g;  // query head of (kv head hk, group member g) = hk * head_mul_k + g * head_mul_g
+  float qk_scale;              // softmax scale * log2(e)
+};
+
+__device__ __forceinline__ float attn_ex2(float x) {  // 2^x; -inf -> 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ uint32_t attn_trans8x8(uint32_t x) {  // an 8x8 b16 fragment, transposed
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+
+template <typename T> struct AttnMma;
+template <> struct AttnMma<__nv_bfloat16> {
+  static __device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                             uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {  // lo in the low half
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+  }
+};
+template <> struct AttnMma<__half> {
+  static __device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                             uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    uint32_t r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+  }
+};
+
+template <int WORDS> __device__ __forceinline__ void attn_load(uint32_t (&w)[WORDS], const void* p) {
+  static_assert(WORDS == 2 || WORDS == 4, "8- or 16-byte loads");
+  if constexpr (WORDS == 4) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+    w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+  } else {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+    w[0] = v.x; w[1] = v.y;
+  }
+}
+template <int WORDS> __device__ __forceinline__ void attn_zero(uint32_t (&w)[WORDS]) {
+  #pragma unroll
+  for (int i = 0; i < WORDS; ++i) w[i] = 0u;
+}
+template <typename T> __device__ __forceinline__ void attn_store4(T* p, float x, float y, float z, float w) {
+  *reinterpret_cast<uint2*>(p) = make_uint2(AttnMma<T>::pack(x, y), AttnMma<T>::pack(z, w));
+}
+
+template <typename T, int D, int THREADS>
+__global__ void __launch_bounds__(THREADS, 384 / THREADS)  // <= 168 registers at 128 threads: no spills
+decode_attn_split(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ out,
+                  float* __restrict__ ws_o, float2* __restrict__ ws_ml, const DecodeAttnArgs a) {
+  constexpr int W = THREADS / 32;  // warps; warp w takes the tiles w, w + W, ... of the CTA's chunk
+  constexpr int KC = D / 32;       // 16-byte chunks of a K row per lane, two k16 steps each
+  constexpr int NM = D / 16;       // m16 tiles of O^T
+  constexpr int VW = NM / 2;       // 32-bit words in a V run of NM elements
+  constexpr int DV = D / 4;
+  static_assert(D == 64 || D == 128, "head dim 64 or 128");
+  __shared__ __align__(16) float s_o[W][8][D];
+  __shared__ float s_m[W][8], s_l[W][8];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
+  const int split = blockIdx.x % a.splits, pair = blockIdx.x / a.splits;
+  const int b = pair / a.HKV, hk = pair % a.HKV;
+  const int begin = split * a.chunk, end = min(a.L, begin + a.chunk);
+
+  uint32_t qf[KC][4];  // B of S^T: column gr = group member gr (zero past G), d = 32c + 8t .. + 8
+  #pragma unroll
+  for (int c = 0; c < KC; ++c) attn_zero<4>(qf[c]);
+  if (gr < a.G) {
+    const T* qp = q + b * a.sqb + (long long)(hk * a.head_mul_k + gr * a.head_mul_g) * a.sqh + 8 * t;
+    #pragma unroll
+    for (int c = 0; c < KC; ++c) attn_load<4>(qf[c], qp + 32 * c);
+  }
+  const T* kb = k + b * a.skb + hk * a.skh + 8 * t;
+  const T* vb = v + b * a.svb + hk * a.svh + NM * gr;
+  uint32_t kf[2][KC][4];   // A of S^T: keys tile + gr (r = 0) and tile + gr + 8 (r = 1)
+  uint32_t vf[4][2][VW];   // keys tile + 2t + {0, 1, 8, 9}; runs d = NM*gr .. (0) and D/2 + NM*gr .. (1)
+  auto load_k = [&](int tile) {
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int key = tile + gr + 8 * r;
+      #pragma unroll
+      for (int c = 0; c < KC; ++c) {
+        if (key < end) attn_load<4>(kf[r][c], kb + key * a.sks + 32 * c);
+        else attn_zero<4>(kf[r][c]);
+      }
+    }
+  };
+  auto load_v = [&](int tile) {
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int key = tile + 2 * t + (j & 1) + 8 * (j >> 1);
+      #pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        if (key < end) attn_load<VW>(vf[j][r], vb + key * a.svs + r * (D / 2));
+        else attn_zero<VW>(vf[j][r]);
+      }
+    }
+  };
+
+  float o[NM][4];  // O^T tile i: rows d = NM*gr + i (0, 1) and D/2 + NM*gr + i (2, 3); heads 2t (0, 2), 2t+1 (1, 3)
+  #pragma unroll
+  for (int i = 0; i < NM; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m0 = -1e30f, m1 = -1e30f, l0 = 0.f, l1 = 0.f;  // heads 2t and 2t + 1; a finite floor keeps exp2 defined
+  int tile = begin + 16 * warp;
+  if (tile < end) {
+    load_k(tile);
+    load_v(tile);
+  }
+  for (; tile < end; tile += 16 * W) {  // warp-uniform: every lane runs the shuffles and mma below
+    const int next = tile + 16 * W;
+    float s[4] = {0.f, 0.f, 0.f, 0.f};  // S^T: (key gr, head 2t), (gr, 2t+1), (gr+8, 2t), (gr+8, 2t+1)
+    #pragma unroll
+    for (int c = 0; c < KC; ++c) {
+      #pragma unroll
+      for (int h = 0; h < 2; ++h)
+        AttnMma<T>::mma(s, kf[0][c][2 * h], kf[1][c][2 * h], kf[0][c][2 * h + 1], kf[1][c][2 * h + 1],
+                        qf[c][2 * h], qf[c][2 * h + 1]);
+    }
+    if (next < end) load_k(next);
+    const bool ok0 = tile + gr < end, ok1 = tile + gr + 8 < end;
+    const float s0 = ok0 ? s[0] * a.qk_scale : -INFINITY, s1 = ok0 ? s[1] * a.qk_scale : -INFINITY;
+    const float s2 = ok1 ? s[2] * a.qk_scale : -INFINITY, s3 = ok1 ? s[3] * a.qk_scale : -INFINITY;
+    float x0 = fmaxf(s0, s2), x1 = fmaxf(s1, s3);
+    #pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {  // over the tile's keys (lanes of equal t)
+      x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, off));
+      x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, off));
+    }
+    const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+    const float al0 = attn_ex2(m0 - n0), al1 = attn_ex2(m1 - n1);
+    m0 = n0;
+    m1 = n1;
+    const float p0 = attn_ex2(s0 - n0), p1 = attn_ex2(s1 - n1), p2 = attn_ex2(s2 - n0), p3 = attn_ex2(s3 - n1);
+    l0 = l0 * al0 + (p0 + p2);
+    l1 = l1 * al1 + (p1 + p3);
+    // (key x head) 8x8 halves of P^T, moved to the (head x key) layout the B operand wants
+    const uint32_t pb0 = attn_trans8x8(AttnMma<T>::pack(p0, p1)), pb1 = attn_trans8x8(AttnMma<T>::pack(p2, p3));
+    #pragma unroll
+    for (int i = 0; i < NM; ++i) {
+      o[i][0] *= al0; o[i][1] *= al1; o[i][2] *= al0; o[i][3] *= al1;
+      const unsigned sel = (i & 1) ? 0x7632u : 0x5410u;  // element i of two keys' runs -> one (key, key+1) pair
+      AttnMma<T>::mma(o[i], __byte_perm(vf[0][0][i / 2], vf[1][0][i / 2], sel),
+                      __byte_perm(vf[0][1][i / 2], vf[1][1][i / 2], sel),
+                      __byte_perm(vf[2][0][i / 2], vf[3][0][i / 2], sel),
+                      __byte_perm(vf[2][1][i / 2], vf[3][1][i / 2], sel), pb0, pb1);
+    }
+    if (next < end) load_v(next);
+  }
+
+  // merge the warps: per head, rescale each warp's (l, acc) to the CTA's max
+  #pragma unroll
+  for (int off = 4; off < 32; off <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+  }
+  if (gr == 0) {
+    s_m[warp][2 * t] = m0; s_m[warp][2 * t + 1] = m1;
+    s_l[warp][2 * t] = l0; s_l[warp][2 * t + 1] = l1;
+  }
+  #pragma unroll
+  for (int r = 0; r < 2; ++r)
+    #pragma unroll
+    for (int e = 0; e < 2; ++e)
+      #pragma unroll
+      for (int i = 0; i < NM; i += 4)
+        *reinterpret_cast<float4*>(&s_o[warp][2 * t + e][r * (D / 2) + NM * gr + i]) =
+            make_float4(o[i][2 * r + e], o[i + 1][2 * r + e], o[i + 2][2 * r + e], o[i + 3][2 * r + e]);
+  __syncthreads();
+  for (int item = threadIdx.x; item < a.G * DV; item += THREADS) {
+    const int g = item / DV, d = (item % DV) * 4;
+    float mx = -1e30f;
+    #pragma unroll
+    for (int w = 0; w < W; ++w) mx = fmaxf(mx, s_m[w][g]);
+    float l = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    #pragma unroll
+    for (int w = 0; w < W; ++w) {
+      const float e = attn_ex2(s_m[w][g] - mx);
+      const float4 x = *reinterpret_cast<const float4*>(&s_o[w][g][d]);
+      l += e * s_l[w][g];
+      acc.x += e * x.x; acc.y += e * x.y; acc.z += e * x.z; acc.w += e * x.w;
+    }
+    if (a.splits == 1) {
+      const float inv = 1.f / l;
+      attn_store4<T>(out + b * a.sob + (long long)(hk * a.head_mul_k + g * a.head_mul_g) * a.soh + d,
+                     acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    } else {
+      const long long part = ((long long)pair * a.splits + split) * a.G + g;
+      *reinterpret_cast<float4*>(ws_o + part * D + d) = acc;
+      if (d == 0) ws_ml[part] = make_float2(mx, l);
+    }
+  }
+}
+
+// One CTA per (batch, kv head), one thread per (group member, 4 outputs): out = sum_s e_s acc_s / sum_s e_s l_s
+// with e_s = 2^(m_s - max_s m_s).
+template <typename T, int D>
+__global__ void decode_attn_merge(const float* __restrict__ ws_o, const float2* __restrict__ ws_ml,
+                                  T* __restrict__ out, const DecodeAttnArgs a) {
+  constexpr int DV = D / 4;
+  const int pair = blockIdx.x, b = pair / a.HKV, hk = pair % a.HKV;
+  const int g = threadIdx.x / DV, d = (threadIdx.x % DV) * 4;
+  if (g >= a.G) return;
+  const long long first = (long long)pair * a.splits * a.G + g;  // part (pair, split s, g) = first + s * G
+  float mx = -1e30f;
+  for (int s = 0; s < a.splits; ++s) mx = fmaxf(mx, ws_ml[first + (long long)s * a.G].x);
+  float l = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  #pragma unroll 4
+  for (int s = 0; s < a.splits; ++s) {
+    const long long part = first + (long long)s * a.G;
+    const float2 ml = ws_ml[part];
+    const float4 x = *reinterpret_cast<const float4*>(ws_o + part * D + d);
+    const float e = attn_ex2(ml.x - mx);
+    l += e * ml.y;
+    acc.x += e * x.x; acc.y += e * x.y; acc.z += e * x.z; acc.w += e * x.w;
+  }
+  const float inv = 1.f / l;
+  attn_store4<T>(out + b * a.sob + (long long)(hk * a.head_mul_k + g * a.head_mul_g) * a.soh + d,
+                 acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+}
+
+// The data and the strides along three dims of t are multiples of `elems` elements (vector loads and stores).
+static bool attn_aligned(const at::Tensor& t, int64_t elems, int64_t d0, int64_t d1, int64_t d2) {
+  return reinterpret_cast<uintptr_t>(t.data_ptr()) % (elems * t.element_size()) == 0 && t.stride(d0) % elems == 0 &&
+         t.stride(d1) % elems == 0 && t.stride(d2) % elems == 0;
+}
+
+// The device's SM count and the split kernel's resident CTAs per SM, read once (per device / per instantiation).
+static int decode_attn_sm_count() {
+  static int cached[64] = {0};
+  int dev = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev >= 0 && dev < 64 && cached[dev] > 0) return cached[dev];
+  int n = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  if (dev >= 0 && dev < 64) cached[dev] = n;
+  return n > 0 ? n : 1;
+}
+template <typename T, int D, int THREADS> static int decode_attn_ctas_per_sm() {
+  static int cached = 0;
+  if (cached > 0) return cached;
+  int n = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attn_split<T, D, THREADS>, THREADS, 0));
+  cached = n > 0 ? n : 1;
+  return cached;
+}
+
+// Splits of the KV length: about WAVES x (resident CTAs) CTAs in all, at least one 16-key tile per warp, at most
+// MAX_SPLITS; chunks are whole tiles.
+template <typename T, int D, int THREADS, int WAVES>
+static void decode_attention(const at::Tensor& q, const T* qp, const T* kp, const T* vp, T* op, long long B,
+                             DecodeAttnArgs a, cudaStream_t stream) {
+  constexpr int TILE = TILE_KEYS, MAX_SPLITS = MAX_SPLITS_PER_HEAD, W = THREADS / 32;
+  const long long pairs = B * a.HKV;
+  const long long target = (long long)WAVES * decode_attn_sm_count() * decode_attn_ctas_per_sm<T, D, THREADS>();
+  long long splits = (target + pairs / 2) / pairs;
+  const long long by_len = (a.L + (long long)TILE * W - 1) / ((long long)TILE * W);
+  splits = splits < by_len ? splits : by_len;
+  splits = splits < MAX_SPLITS ? splits : MAX_SPLITS;
+  splits = splits > 1 ? splits : 1;
+  long long chunk = (a.L + splits - 1) / splits;
+  chunk = (chunk + TILE - 1) / TILE * TILE;
+  splits = (a.L + chunk - 1) / chunk;
+  a.chunk = (int)chunk;
+  a.splits = (int)splits;
+  TORCH_CHECK(pairs * splits < (1LL << 31), "decode attention: grid too large (", pairs * splits, " CTAs)");
+  if (splits == 1) {
+    decode_attn_split<T, D, THREADS><<<(unsigned)pairs, THREADS, 0, stream>>>(qp, kp, vp, op, nullptr, nullptr, a);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
+  const long long parts = pairs * splits * a.G;
+  at::Tensor ws = q.new_empty({parts * (D + 2)}, q.options().dtype(at::kFloat));
+  float* wo = reinterpret_cast<float*>(ws.data_ptr());
+  float2* wml = reinterpret_cast<float2*>(wo + parts * D);
+  decode_attn_split<T, D, THREADS><<<(unsigned)(pairs * splits), THREADS, 0, stream>>>(qp, kp, vp, op, wo, wml, a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  decode_attn_merge<T, D><<<(unsigned)pairs, a.G * (D / 4), 0, stream>>>(wo, wml, op, a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+""".replace("TILE_KEYS", str(CUDA_DECODE_TILE)).replace("MAX_SPLITS_PER_HEAD", str(CUDA_DECODE_MAX_SPLITS))
+
+_CUDA_TYPES = {"bfloat16": ("__nv_bfloat16", "at::kBFloat16"), "float16": ("__half", "at::kHalf")}
+
+
+def cuda_decode_accepts(b: Binding) -> bool:
+    """Decode shapes the CUDA kernel handles: one query per sequence in every workload (where a causal mask,
+    bottom-right aligned, hides nothing), head dim 64 or 128, at most 8 query heads per kv head, bf16/fp16."""
+    c = b.consts
+    return (c.get("max_sq") == 1 and c["causal"] in (False, "bottom_right") and c["head_dim"] in CUDA_DECODE_HEAD_DIMS
+            and 0 < c.get("max_group", 0) <= CUDA_DECODE_MAX_GROUP and c.get("dtype") in _CUDA_TYPES)  # fmt: skip
+
+
+def render_attention_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict[str, str]:
+    if not cuda_decode_accepts(b):
+        raise ValueError(f"the CUDA decode attention template does not handle {dict(b.consts)}")
+    c = b.consts
+    q, k, v, o = b.roles["q"], b.roles["k"], b.roles["v"], out_name(problem)
+    qa, ka = LAYOUTS[c["layout"]]
+    (qb, qh, qs, qd), (kb, kh, ks, kd) = qa, ka
+    d, threads, waves = c["head_dim"], p["threads"], p["waves"]
+    ctype, atype = _CUDA_TYPES[c["dtype"]]
+    # query head of (kv head hk, group member g) = hk * mul_k + g * mul_g
+    mul_k, mul_g = ("1", "HKV_") if c["gqa"] == "tile" else ("G_", "1")
+    qk_scale = c["scale"] * 1.4426950408889634
+    rank = len(qa) - (qs is None)
+    one_query = ""
+    if qs is not None:
+        one_query = f'\n  TORCH_CHECK({q}.size({qs}) == 1, "decode attention: one query per sequence expected");'
+    body = f"""  TORCH_CHECK({q}.is_cuda() && {k}.is_cuda() && {v}.is_cuda() && {o}.is_cuda(),
+              "decode attention: CUDA tensors expected");
+  TORCH_CHECK({q}.dim() == {rank} && {k}.dim() == 4 && {v}.dim() == 4 && {o}.dim() == {rank},
+              "decode attention: q/out of rank {rank} and k/v of rank 4 expected");
+  TORCH_CHECK({q}.scalar_type() == {atype} && {k}.scalar_type() == {atype} && {v}.scalar_type() == {atype} &&
+              {o}.scalar_type() == {atype}, "decode attention: {c["dtype"]} tensors expected");
+  const long long B = {q}.size({qb}), H = {q}.size({qh}), D = {q}.size({qd});
+  const long long HKV = {k}.size({kh}), L = {k}.size({ks});{one_query}
+  TORCH_CHECK({k}.size({kb}) == B && {k}.size({kd}) == D && {v}.sizes() == {k}.sizes() &&
+              {o}.sizes() == {q}.sizes(), "decode attention: q/out and k/v shapes disagree");
+  TORCH_CHECK(D == {d}, "decode attention: rendered for head dim {d}, got ", D);
+  TORCH_CHECK(HKV > 0 && H % HKV == 0 && H / HKV <= {CUDA_DECODE_MAX_GROUP}, "decode attention: query heads must be a "
+              "multiple (at most {CUDA_DECODE_MAX_GROUP}x) of kv heads, got ", H, " and ", HKV);
+  TORCH_CHECK({q}.stride({qd}) == 1 && {k}.stride({kd}) == 1 && {v}.stride({kd}) == 1 && {o}.stride({qd}) == 1,
+              "decode attention: the head dim must be contiguous");
+  TORCH_CHECK(attn_aligned({q}, 8, {qb}, {qh}, {qb}) && attn_aligned({k}, 8, {kb}, {kh}, {ks}) &&
+              attn_aligned({v}, 8, {kb}, {kh}, {ks}) && attn_aligned({o}, 4, {qb}, {qh}, {qb}),
+              "decode attention: 16-byte aligned rows expected (8-byte for the output)");
+  if (B == 0 || H == 0) return;
+  TORCH_CHECK(L > 0 && L < (1LL << 30), "decode attention: KV length ", L, " not handled");
+  const int HKV_ = (int)HKV, G_ = (int)(H / HKV);
+  DecodeAttnArgs a;
+  a.sqb = {q}.stride({qb}); a.sqh = {q}.stride({qh});
+  a.skb = {k}.stride({kb}); a.skh = {k}.stride({kh}); a.sks = {k}.stride({ks});
+  a.svb = {v}.stride({kb}); a.svh = {v}.stride({kh}); a.svs = {v}.stride({ks});
+  a.sob = {o}.stride({qb}); a.soh = {o}.stride({qh});
+  a.HKV = HKV_; a.G = G_; a.L = (int)L; a.chunk = 0; a.splits = 0;
+  a.head_mul_k = {mul_k}; a.head_mul_g = {mul_g};
+  a.qk_scale = {qk_scale!r}f;
+  using scalar_t = {ctype};
+  decode_attention<scalar_t, {d}, {threads}, {waves}>({q}, reinterpret_cast<const scalar_t*>({q}.data_ptr()),
+      reinterpret_cast<const scalar_t*>({k}.data_ptr()), reinterpret_cast<const scalar_t*>({v}.data_ptr()),
+      reinterpret_cast<scalar_t*>({o}.data_ptr()), B, a, c10::cuda::getCurrentCUDAStream());"""
+    return cuda_module(problem, _CUDA_DECODE, body)
+
+
 def triton_accepts(b: Binding) -> bool:
     return b.consts["head_dim"] in TRITON_HEAD_DIMS
 
@@ -383,6 +776,10 @@ ATTENTION = Family(
     semantics=_semantics,
     prune=_dedupe,
     renderers=(
+        Renderer(
+            "cuda_cpp", True, {"threads": (128, 256), "waves": (1, 2)}, render_attention_cuda, file=CUDA_FILE,
+            accepts=cuda_decode_accepts,
+        ),  # fmt: skip
         Renderer(
             "triton", True,
             {"block_m": (128, 64), "block_n": (64, 128, 32), "num_warps": (8, 4), "num_stages": (3, 2),
