@@ -648,17 +648,7 @@ static bool attn_aligned(const at::Tensor& t, int64_t elems, int64_t d0, int64_t
          t.stride(d1) % elems == 0 && t.stride(d2) % elems == 0;
 }
 
-// The device's SM count and the split kernel's resident CTAs per SM, read once (per device / per instantiation).
-static int decode_attn_sm_count() {
-  static int cached[64] = {0};
-  int dev = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev >= 0 && dev < 64 && cached[dev] > 0) return cached[dev];
-  int n = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-  if (dev >= 0 && dev < 64) cached[dev] = n;
-  return n > 0 ? n : 1;
-}
+// The split kernel's resident CTAs per SM, read once per instantiation (the SM count: sm_count()).
 template <typename T, int D, int THREADS> static int decode_attn_ctas_per_sm() {
   static int cached = 0;
   if (cached > 0) return cached;
@@ -675,7 +665,7 @@ static void decode_attention(const at::Tensor& q, const T* qp, const T* kp, cons
                              DecodeAttnArgs a, cudaStream_t stream) {
   constexpr int TILE = TILE_KEYS, MAX_SPLITS = MAX_SPLITS_PER_HEAD, W = THREADS / 32;
   const long long pairs = B * a.HKV;
-  const long long target = (long long)WAVES * decode_attn_sm_count() * decode_attn_ctas_per_sm<T, D, THREADS>();
+  const long long target = (long long)WAVES * sm_count() * decode_attn_ctas_per_sm<T, D, THREADS>();
   long long splits = (target + pairs / 2) / pairs;
   const long long by_len = (a.L + (long long)TILE * W - 1) / ((long long)TILE * W);
   splits = splits < by_len ? splits : by_len;

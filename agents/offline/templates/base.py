@@ -191,6 +191,18 @@ __device__ __forceinline__ float ld_stream(const float* p) {
   float r; asm volatile("ld.global.nc.L1::no_allocate.f32 %0, [%1];" : "=f"(r) : "l"(p)); return r;
 }
 
+// The current device's SM count, read once per device (grid sizing for split kernels).
+static inline int sm_count() {
+  static int cached[64] = {0};
+  int dev = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev >= 0 && dev < 64 && cached[dev] > 0) return cached[dev];
+  int n = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  if (dev >= 0 && dev < 64) cached[dev] = n;
+  return n > 0 ? n : 1;
+}
+
 #define DISPATCH_FLOAT(TYPE, NAME, ...)                                          \\
   switch (TYPE) {                                                                \\
     case at::kFloat: { using NAME = float; __VA_ARGS__; break; }                 \\

@@ -276,23 +276,12 @@ __global__ void softmax_chunk_write(const T* __restrict__ x, const float2* __res
   span_write<T, VEC>(x + row * n_cols, y + row * n_cols, begin, end, m, 1.f / s);
 }
 
-// The device's SM count, read once per device.
-static int softmax_sm_count() {
-  static int cached[64] = {0};
-  int dev = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev >= 0 && dev < 64 && cached[dev] > 0) return cached[dev];
-  int n = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-  if (dev >= 0 && dev < 64) cached[dev] = n;
-  return n > 0 ? n : 1;
-}
 
 // Long rows: CTAs per row so that the grid is ~2 waves of SMs when rows are few; at least
 // MIN_PER_THREAD elements per thread per CTA and at most MAX_CHUNKS partials per row. 1 = one CTA per row.
 static int softmax_chunks(long long rows, int n_cols, int threads) {
   constexpr int MAX_CHUNKS = 256, MIN_PER_THREAD = 4;
-  const long long target = 2LL * softmax_sm_count();
+  const long long target = 2LL * sm_count();
   if (rows >= target) return 1;
   long long chunks = (target + rows - 1) / rows;
   const long long by_size = (n_cols + (long long)threads * MIN_PER_THREAD - 1) / ((long long)threads * MIN_PER_THREAD);
