@@ -15,9 +15,7 @@ For each candidate (the offline agent's first proposals of one problem) the same
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,20 +32,16 @@ def _fast_entries(fn) -> int:
 
 
 def _measure(fn, args, device) -> tuple[float, float, int]:
+    """Host µs per call and the judge's protocol in this process (as bench/launch_profile.py measures)."""
+    from launch_profile import host_us
+
     from sol_bench.timing import LAUNCH_PREROLL_US, time_callable
 
+    call = lambda: fn(*args)  # noqa: E731
     for _ in range(5):
-        fn(*args)
-    torch.cuda.synchronize(device)
-    xs = []
-    for _ in range(50):
-        torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        fn(*args)
-        xs.append((time.perf_counter() - t0) * 1e6)
-    torch.cuda.synchronize(device)
-    judged = time_callable(lambda: fn(*args), device, 5, 30, True, None, LAUNCH_PREROLL_US).median_ms * 1e3
-    return statistics.median(xs), judged, _fast_entries(fn)
+        call()
+    judged = time_callable(call, device, 5, 30, True, None, LAUNCH_PREROLL_US).median_ms * 1e3
+    return host_us(call, device), judged, _fast_entries(fn)
 
 
 def _child(sol_json: str, staging: str, args, sandboxed: bool, q) -> None:

@@ -146,7 +146,6 @@ class CudaTimer:
         self.stream = torch.cuda.current_stream(device)
         self._events = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
         self.preroll_us = preroll_us
-        self.probe_ms = 0.0  # the settled calibration probe (200k cycles), reported with the worker's load
         self._preroll = self._calibrate(preroll_us)
 
     def _calibrate(self, preroll_us: float) -> int:
@@ -163,8 +162,7 @@ class CudaTimer:
             return self._elapsed(a, b)
 
         self._sleep(40_000_000)  # ~20 ms of load at boost clock: lets an idle GPU's clock come up
-        self.probe_ms = settled_probe_ms(spin_ms)
-        return preroll_cycles(preroll_us, probe, self.probe_ms)
+        return preroll_cycles(preroll_us, probe, settled_probe_ms(spin_ms))
 
     def time(self, fn: Callable[[], object]) -> tuple[float, float, bool]:
         """(start→end on the timed stream, start→device idle) in ms for one call of ``fn``, and whether the

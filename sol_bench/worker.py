@@ -168,10 +168,7 @@ def main() -> None:
         try:
             if op == "load":
                 fn = _load_entry(args)
-                reply("ok", {
-                    "sandbox": desc, "pid": os.getpid(), "persisting_l2_default": pinned_before,
-                    "preroll_cycles": timer._preroll if on_cuda else 0, "preroll_probe_ms": timer.probe_ms if on_cuda else 0.0,
-                })  # fmt: skip
+                reply("ok", {"sandbox": desc, "pid": os.getpid(), "persisting_l2_default": pinned_before})
             elif op == "register":
                 _, j, inputs, outputs = msg
                 sets[j] = ([attach(x) for x in inputs], [attach(o) for o in outputs])
