@@ -77,7 +77,9 @@ def cpp_staging(tmp_path_factory):
 def test_cpu_torch_extension_builds_and_passes(tmp_path, cpp_staging):
     traces, _ = run_entry(corpus.entry("honest", "softmax_cpp"), tmp_path, cpp_staging,
                           config=fast_config(cpp_staging, compile_timeout_s=280))  # fmt: skip
-    assert [t.evaluation.status for t in traces] == [Status.PASSED] * 2, traces[0].evaluation.log
+    assert [t.evaluation.status for t in traces] == [Status.PASSED] * 2, (
+        [t.evaluation.reason for t in traces], [t.evaluation.log[-1500:] for t in traces]
+    )  # a CI run once saw REWARD_HACK on the second workload: say which check fired
     assert traces[0].evaluation.phase_seconds["compile"] > 0
 
 
