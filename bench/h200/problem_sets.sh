@@ -66,3 +66,9 @@ data/problems/L1/softmax_v128256_fp32
 data/problems/L1/decode_attention_q32_kv8_d128_bf16
 data/problems/L1/decode_attention_q64_kv8_d128_bf16
 "
+# FIRST_RUN_SET: problems whose CUDA templates (decode attention, RoPE) had never run on a GPU (session 5).
+FIRST_RUN_SET="
+data/problems/L1/decode_attention_q32_kv8_d128_bf16
+data/problems/L1/decode_attention_q64_kv8_d128_bf16
+data/problems/L1/rope_q32_kv8_d128_theta10000_bf16
+"
