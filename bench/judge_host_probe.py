@@ -44,6 +44,7 @@ def main() -> int:
     ap.add_argument("problem", type=Path)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--staging-root", type=Path, default=REPO / "kernels_tmp")
+    ap.add_argument("--spin-ms", default="20", help="comma-separated JudgeConfig.worker_spin_ms values, one run each")
     a = ap.parse_args()
     from bench_offline_agents import likely_candidates
 
@@ -62,19 +63,22 @@ def main() -> int:
         if s["path"] == entry:
             s["content"] += _PROBE
     probed = Solution.model_validate(data)
-    traces = evaluate(problem, probed, JudgeConfig(device=a.device, staging_root=a.staging_root))
-    for t in traces:
-        perf = t.evaluation.performance
-        print(t.workload.uuid, t.evaluation.status.value, "latency ms", perf.latency_ms if perf else None,
-              "host-bound", getattr(perf, "host_bound_fraction", None))
-    log = stage(probed, a.staging_root).run / "host_probe.txt"
-    lines = log.read_text().splitlines() if log.exists() else []
-    print(f"{sol.name}: {len(lines)} log lines from the worker")
-    for line in lines:
-        print("  ", line)
-    times = [float(x) for line in lines for x in line.split()[:-1]]
-    if times:
-        print(f"host µs per call inside the worker: median {statistics.median(times):.1f}, min {min(times):.1f}")
+    for spin in (float(x) for x in a.spin_ms.split(",")):
+        log = stage(probed, a.staging_root).run / "host_probe.txt"
+        log.unlink(missing_ok=True)
+        cfg = JudgeConfig(device=a.device, staging_root=a.staging_root, worker_spin_ms=spin)
+        for t in evaluate(problem, probed, cfg):
+            perf = t.evaluation.performance
+            print(f"spin {spin:g} ms:", t.workload.uuid, t.evaluation.status.value, "latency ms",
+                  perf.latency_ms if perf else None)  # fmt: skip
+        lines = log.read_text().splitlines() if log.exists() else []
+        print(f"{sol.name}, worker spin {spin:g} ms: {len(lines)} log lines from the worker")
+        for line in lines:
+            print("  ", line)
+        times = [float(x) for line in lines[2:] for x in line.split()[:-1]]  # from the 17th call: timed ones
+        if times:
+            print(f"spin {spin:g} ms: host µs per timed call inside the worker: median {statistics.median(times):.1f}, "
+                  f"min {min(times):.1f}")
     return 0
 
 

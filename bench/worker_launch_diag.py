@@ -5,7 +5,13 @@ For each candidate (the offline agent's first proposals of one problem) the same
 
 - ``inproc``: in this process, tensors allocated here;
 - ``ipc``: in a spawned process that received the tensors over CUDA IPC, as the judge's worker does;
-- ``ipc+sandbox``: the same, after ``sol_bench.sandbox.apply`` (Landlock), as the judge's worker does.
+- ``ipc+sandbox``: the same, after ``sol_bench.sandbox.apply`` (Landlock), as the judge's worker does;
+- ``+idle``: the parent pauses 1.5 ms before each request (the judge's refill and checks take about that);
+- ``+judge``: the parent does GPU work in its own context before each request, as the judge does;
+- ``+reset``: each timed call also preceded by the worker's persisting-L2 reset;
+- ``msg``: each timed call triggered by a message from the parent, as the judge drives its worker (the
+  child blocks in ``recv`` between calls); ``msg+reset`` is the worker's whole sequence; ``msg+reset+poll``
+  the same with the child spinning on ``poll`` instead of sleeping in ``recv``.
 
 ``fast`` counts the Triton templates' cached launches (0: every call went through Triton's JIT path).
 
@@ -15,6 +21,7 @@ For each candidate (the offline agent's first proposals of one problem) the same
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -44,22 +51,97 @@ def _measure(fn, args, device) -> tuple[float, float, int]:
     return host_us(call, device), judged, _fast_entries(fn)
 
 
-def _child(sol_json: str, staging: str, args, sandboxed: bool, q) -> None:
+MODES = {  # name: (sandboxed, reset persisting L2 per call, one message per call, spin on poll, judge GPU work,
+    #         the parent's turnaround in ms between a reply and the next request)
+    "ipc": (False, False, False, False, False, 0.0),
+    "ipc+sandbox": (True, False, False, False, False, 0.0),
+    "ipc+sandbox+reset": (True, True, False, False, False, 0.0),
+    "msg": (True, False, True, False, False, 0.0),
+    "msg+poll": (True, False, True, True, False, 0.0),
+    "msg+reset": (True, True, True, False, False, 0.0),
+    "msg+reset+poll": (True, True, True, True, False, 0.0),
+    "msg+judge": (True, False, True, False, True, 0.0),
+    "msg+reset+judge": (True, True, True, False, True, 0.0),
+    "msg+idle": (True, False, True, False, False, 1.5),
+    "msg+idle+poll": (True, False, True, True, False, 1.5),
+}
+
+
+def _worker_sequence(fn, args, device, conn, reset: bool, per_message: bool, poll: bool, n: int = 60):
+    """The judge worker's steps around one timed call, ``n`` times: host µs of the call, judged µs."""
+    import time
+
+    from sol_bench.timing import LAUNCH_PREROLL_US, CudaTimer, L2Flusher
+    from sol_bench.worker import _Persisting
+
+    timer, flusher, persisting = CudaTimer(device, LAUNCH_PREROLL_US), L2Flusher(device), _Persisting()
+    host, judged = [], []
+
+    def call():
+        t0 = time.perf_counter()
+        fn(*args)
+        host.append((time.perf_counter() - t0) * 1e6)
+
+    for _ in range(n):
+        if per_message:
+            while poll and not conn.poll(0):
+                pass
+            conn.recv()
+        if reset:
+            persisting.reset()
+        flusher.flush()
+        torch.cuda.synchronize(device)
+        judged.append(timer.time(call)[0] * 1e3)
+        torch.cuda.synchronize(device)
+        if per_message:
+            conn.send(("timed", judged[-1]))
+    return statistics.median(host[5:]), statistics.median(judged[5:])
+
+
+def _child(sol_json: str, staging: str, args, mode: str, conn, q) -> None:
     try:
         from launch_profile import load_candidate
 
         from sol_bench import sandbox
         from sol_bench.models import Solution
 
+        sandboxed, reset, per_message, poll, _, _ = MODES[mode]
         device = args[0].device
         torch.cuda.set_device(device)
         if sandboxed:
             sandbox.apply(sandbox.SandboxPolicy(writable=(Path(staging), Path("/dev/shm"), Path("/tmp"))))
         torch.set_grad_enabled(False)
         fn = load_candidate(Solution.model_validate_json(sol_json), str(device), Path(staging))
-        q.put(("ok", _measure(fn, args, device)))
+        if not (reset or per_message):
+            q.put(("ok", _measure(fn, args, device)))
+            return
+        for _ in range(5):
+            fn(*args)
+        h, j = _worker_sequence(fn, args, device, conn, reset, per_message, poll)
+        q.put(("ok", (h, j, _fast_entries(fn))))
     except Exception as e:  # noqa: BLE001 - reported by the parent
         q.put(("fail", f"{type(e).__name__}: {str(e)[:300]}"))
+
+
+def _drive(conn, p, device, judge_gpu: bool, idle_ms: float, n: int = 60) -> None:
+    """The judge's side of ``msg`` modes: one request per timed call, the next sent when the reply came.
+    ``judge_gpu``: before each request, GPU work in this process's own context, as the judge refills the
+    inputs of every timed call (the GPU then switches contexts between the judge and the worker);
+    ``idle_ms``: then a pause, as the judge's bookkeeping between timed calls leaves the worker idle."""
+    import time
+
+    buf = torch.empty(4 << 20, device=device) if judge_gpu else None
+    for _ in range(n):
+        if buf is not None:
+            buf.normal_()
+            torch.cuda.synchronize(device)
+        if idle_ms:
+            time.sleep(idle_ms / 1e3)
+        conn.send(("time", 0))
+        while not conn.poll(1.0):
+            if not p.is_alive():
+                return
+        conn.recv()
 
 
 def main() -> int:
@@ -68,8 +150,11 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--candidates", type=int, default=2)
     ap.add_argument("--staging-root", type=Path, default=REPO / "kernels_tmp")
+    ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of: {', '.join(MODES)}")
     ap.add_argument("-o", "--out", type=Path)
     a = ap.parse_args()
+    if unknown := set(a.modes.split(",")) - set(MODES):
+        ap.error(f"unknown --modes {sorted(unknown)}; known: {', '.join(MODES)}")
     from bench_offline_agents import likely_candidates
     from launch_profile import load_candidate
 
@@ -95,13 +180,15 @@ def main() -> int:
         except Exception as e:  # noqa: BLE001
             lines.append(f"| {name} | inproc | failed: {type(e).__name__}: {str(e)[:120]} | | |")
             continue
-        for sandboxed in (False, True):
+        for mode in a.modes.split(","):
             q = ctx.Queue()
-            p = ctx.Process(target=_child, args=(sol.model_dump_json(), str(a.staging_root), args, sandboxed, q))
+            mine, theirs = ctx.Pipe()
+            p = ctx.Process(target=_child, args=(sol.model_dump_json(), str(a.staging_root), args, mode, theirs, q))
             p.start()
+            if MODES[mode][2]:
+                _drive(mine, p, device, MODES[mode][4], MODES[mode][5])
             status, res = q.get(timeout=300)
             p.join(30)
-            mode = "ipc+sandbox" if sandboxed else "ipc"
             if status == "ok":
                 lines.append(f"| {name} | {mode} | {res[0]:.1f} | {res[1]:.1f} | {res[2]} |")
             else:

@@ -79,6 +79,9 @@ class JudgeConfig:
     measured_sol_margin: float = 0.25  # a probed roofline is no physical bound: only flag gross violations
     time_reference: bool = True
     launch_preroll_us: float = LAUNCH_PREROLL_US  # CUDA: host launch time left out of the window (timing.py)
+    # CUDA: the candidate's process polls for the judge's next message this long before it sleeps, so its
+    # core is awake and warm when the timed call launches (see sol_bench.worker)
+    worker_spin_ms: float = 20.0
 
 
 @dataclass
@@ -528,7 +531,7 @@ def evaluate(
                         worker = start_worker(
                             staged, str(device), solution.spec.entry_file, solution.spec.entry_function,
                             solution.spec.destination_passing_style, module_path, env, config.timeout_s, starts,
-                            config.launch_preroll_us,
+                            config.launch_preroll_us, config.worker_spin_ms,
                         )  # fmt: skip
                     except (CompileFailure, CandidateTimeout) as e:
                         load_failure = e

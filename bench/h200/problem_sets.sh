@@ -72,3 +72,6 @@ data/problems/L1/decode_attention_q32_kv8_d128_bf16
 data/problems/L1/decode_attention_q64_kv8_d128_bf16
 data/problems/L1/rope_q32_kv8_d128_theta10000_bf16
 "
+# OFFLINE_SET in two sequential halves of 8 (one single-GPU call each; session 5).
+FIRST8=$(echo $OFFLINE_SET | tr ' ' '\n' | head -8)
+LAST8=$(echo $OFFLINE_SET | tr ' ' '\n' | tail -8)
