@@ -11,6 +11,7 @@ write). The judge then runs it as any candidate; the script prints the judge's l
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -44,7 +45,8 @@ def main() -> int:
     ap.add_argument("problem", type=Path)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--staging-root", type=Path, default=REPO / "kernels_tmp")
-    ap.add_argument("--spin-ms", default="20", help="comma-separated JudgeConfig.worker_spin_ms values, one run each")
+    ap.add_argument("--pin", default="1", help="comma-separated JudgeConfig.pin_worker_cpus values (0/1), one run each")
+    ap.add_argument("--repeat", type=int, default=1, help="judge runs per --pin value (a new worker each)")
     a = ap.parse_args()
     from bench_offline_agents import likely_candidates
 
@@ -63,21 +65,31 @@ def main() -> int:
         if s["path"] == entry:
             s["content"] += _PROBE
     probed = Solution.model_validate(data)
-    for spin in (float(x) for x in a.spin_ms.split(",")):
+    import torch
+
+    from sol_bench.affinity import format_cpulist, gpu_local_cpus, pci_address
+
+    dev = torch.device(a.device)
+    local = gpu_local_cpus(dev)
+    print(f"GPU {pci_address(dev)}: local CPUs {format_cpulist(local) if local else 'unknown'} "
+          f"of {format_cpulist(frozenset(os.sched_getaffinity(0)))}")  # fmt: skip
+    runs = [bool(int(x)) for _ in range(a.repeat) for x in a.pin.split(",")]  # interleaved: drift hits both
+    for pin in runs:
+        mode = "pinned" if pin else "unpinned"
         log = stage(probed, a.staging_root).run / "host_probe.txt"
         log.unlink(missing_ok=True)
-        cfg = JudgeConfig(device=a.device, staging_root=a.staging_root, worker_spin_ms=spin)
+        cfg = JudgeConfig(device=a.device, staging_root=a.staging_root, pin_worker_cpus=pin)
         for t in evaluate(problem, probed, cfg):
             perf = t.evaluation.performance
-            print(f"spin {spin:g} ms:", t.workload.uuid, t.evaluation.status.value, "latency ms",
+            print(f"{mode}:", t.workload.uuid, t.evaluation.status.value, "latency ms",
                   perf.latency_ms if perf else None)  # fmt: skip
         lines = log.read_text().splitlines() if log.exists() else []
-        print(f"{sol.name}, worker spin {spin:g} ms: {len(lines)} log lines from the worker")
+        print(f"{sol.name}, {mode}: {len(lines)} log lines from the worker")
         for line in lines:
             print("  ", line)
         times = [float(x) for line in lines[2:] for x in line.split()[:-1]]  # from the 17th call: timed ones
         if times:
-            print(f"spin {spin:g} ms: host µs per timed call inside the worker: median {statistics.median(times):.1f}, "
+            print(f"{mode}: host µs per timed call inside the worker: median {statistics.median(times):.1f}, "
                   f"min {min(times):.1f}")
     return 0
 

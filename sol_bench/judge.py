@@ -29,6 +29,7 @@ from typing import Any, Callable
 import torch
 
 from . import sandbox
+from .affinity import gpu_local_cpus
 from .build import plan_build, run_build
 from .correctness import compare, first_mismatches
 from .errors import (
@@ -79,9 +80,7 @@ class JudgeConfig:
     measured_sol_margin: float = 0.25  # a probed roofline is no physical bound: only flag gross violations
     time_reference: bool = True
     launch_preroll_us: float = LAUNCH_PREROLL_US  # CUDA: host launch time left out of the window (timing.py)
-    # CUDA: the candidate's process polls for the judge's next message this long before it sleeps, so its
-    # core is awake and warm when the timed call launches (see sol_bench.worker)
-    worker_spin_ms: float = 20.0
+    pin_worker_cpus: bool = True  # CUDA: run the candidate's process on the GPU's local CPUs (affinity.py)
 
 
 @dataclass
@@ -518,6 +517,7 @@ def evaluate(
     sandbox.become_subreaper()
     before = _snapshot(problem.path)
     worker: Worker | None = None
+    worker_cpus = gpu_local_cpus(device) if config.pin_worker_cpus else None
     load_failure: CandidateFailure | None = None
     starts = 0
     try:
@@ -531,7 +531,7 @@ def evaluate(
                         worker = start_worker(
                             staged, str(device), solution.spec.entry_file, solution.spec.entry_function,
                             solution.spec.destination_passing_style, module_path, env, config.timeout_s, starts,
-                            config.launch_preroll_us, config.worker_spin_ms,
+                            config.launch_preroll_us, worker_cpus,
                         )  # fmt: skip
                     except (CompileFailure, CandidateTimeout) as e:
                         load_failure = e

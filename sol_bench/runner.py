@@ -13,6 +13,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from . import sandbox
+from .affinity import format_cpulist
 from .errors import (
     CandidateCrash,
     CandidateFailure,
@@ -154,7 +155,7 @@ def start_worker(
     timeout_s: float,
     index: int = 0,
     preroll_us: float = 0.0,
-    spin_ms: float = 0.0,
+    cpus: frozenset[int] | None = None,
 ) -> Worker:
     parent_sock, child_sock = socket.socketpair()
     log_path = staged.run / f"worker-{index}.log"
@@ -163,7 +164,7 @@ def start_worker(
         sys.executable, "-P", "-B", "-m", "sol_bench.worker", "--fd", str(child_sock.fileno()),
         "--staging", str(staged.root), "--device", device, "--entry-file", entry_file,
         "--function", function, "--dps", "1" if dps else "0", "--module-path", str(module_path or ""),
-        "--preroll-us", repr(float(preroll_us)), "--spin-ms", repr(float(spin_ms)),
+        "--preroll-us", repr(float(preroll_us)), "--cpus", format_cpulist(cpus) if cpus else "",
     ]  # fmt: skip
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(

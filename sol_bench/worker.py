@@ -25,6 +25,7 @@ import traceback
 from pathlib import Path
 
 from . import sandbox
+from .affinity import parse_cpulist
 
 
 def _parse() -> argparse.Namespace:
@@ -37,7 +38,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--dps", choices=("0", "1"), required=True)
     p.add_argument("--module-path", default="")
     p.add_argument("--preroll-us", type=float, default=0.0, help="CUDA launch pre-roll (see sol_bench.timing)")
-    p.add_argument("--spin-ms", type=float, default=0.0, help="CUDA: poll this long for a message before sleeping")
+    p.add_argument("--cpus", default="", help="CPU list to run on (the GPU's local CPUs, see sol_bench.affinity)")
     return p.parse_args()
 
 
@@ -105,6 +106,8 @@ def _tail(e: BaseException) -> str:
 
 def main() -> None:
     args = _parse()
+    if args.cpus:  # first, so every thread the process starts later inherits it
+        os.sched_setaffinity(0, parse_cpulist(args.cpus))
     staging = args.staging.resolve()
     run = staging / "run"
     desc = sandbox.apply(sandbox.SandboxPolicy(writable=(run, staging / "build", Path("/dev/shm"))))
@@ -133,9 +136,10 @@ def main() -> None:
     timer = CudaTimer(device, args.preroll_us) if on_cuda else None
     persisting = _Persisting() if on_cuda else None
     # With no set-aside nothing persists, and a candidate that sets one aside is caught by the size check
-    # after each timed call. Resetting persisting lines before every call instead doubled a Python-launched
-    # candidate's host time per call in this process (bench/worker_launch_diag.py, msg vs msg+reset), so
-    # it is only the fallback where the set-aside cannot be zeroed; then only growth after load counts.
+    # after each timed call. That spares a driver call before every timed call (resetting persisting lines
+    # raised a Triton candidate's host time per call in 2 of 3 runs of bench/worker_launch_diag.py, msg vs
+    # msg+reset); the reset is the fallback where the set-aside cannot be zeroed, and then only growth
+    # after load counts.
     reset_each_call = on_cuda and not persisting.zero()
     pinned_before = persisting.pinned_bytes() if on_cuda else 0
     # Bound methods taken now: patching CudaTimer / L2Flusher / _Persisting after load cannot reach them.
@@ -172,10 +176,9 @@ def main() -> None:
             o.copy_(r)
         return None
 
-    spin_s = args.spin_ms / 1e3 if on_cuda else 0.0
     while True:
         try:
-            msg = _next_message(conn, spin_s, perf)
+            msg = conn.recv()
         except EOFError:
             return
         op = msg[0]
@@ -183,7 +186,8 @@ def main() -> None:
             if op == "load":
                 fn = _load_entry(args)
                 reply("ok", {"sandbox": desc, "pid": os.getpid(), "persisting_l2_default": pinned_before,
-                            "persisting_l2_reset_each_call": reset_each_call})
+                            "persisting_l2_reset_each_call": reset_each_call,
+                            "cpus": sorted(os.sched_getaffinity(0))})
             elif op == "register":
                 _, j, inputs, outputs = msg
                 sets[j] = ([attach(x) for x in inputs], [attach(o) for o in outputs])
@@ -230,19 +234,6 @@ def main() -> None:
             reply("fail", f.kind, str(f))
         except Exception as e:  # candidate code raised: report it, the judge decides
             reply("fail", _kind(e), _tail(e))
-
-
-def _next_message(conn, spin_s: float, clock):
-    """The judge's next request. Between timed calls the judge refills and checks buffers (a millisecond or
-    more); a process asleep that long may wake on a cold, clocked-down core, and a Python-launched candidate's
-    host time per call in this process was 2-4x its time in a warm loop. Polling for ``spin_s`` first keeps
-    the core awake across that gap (measured: bench/worker_launch_diag.py, msg+idle vs msg+idle+poll)."""
-    if spin_s > 0:
-        deadline = clock() + spin_s
-        while not conn.poll(0):
-            if clock() > deadline:
-                break
-    return conn.recv()
 
 
 class _Fail(Exception):
