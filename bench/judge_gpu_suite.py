@@ -177,11 +177,11 @@ def missing_module(case: Case) -> str | None:
     return None
 
 
-def command(case: Case, device: str, iterations: int, warmup: int, staging: Path) -> list[str]:
+def command(case: Case, device: str, iterations: int, warmup: int, staging: Path, preroll_kind: str = "stream") -> list[str]:
     return [
         sys.executable, "-m", "sol_bench", "eval", str(case.problem_dir), "--solution", str(case.solution_json),  # type: ignore[attr-defined]
         "--device", device, "--json", "--iterations", str(iterations), "--warmup", str(warmup),
-        "--staging-root", str(staging),
+        "--staging-root", str(staging), "--preroll-kind", preroll_kind,
     ]  # fmt: skip
 
 
@@ -279,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", action="append", help="run only labels containing this text (repeatable)")
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--out", type=Path, help="write the Markdown table here")
+    p.add_argument("--preroll-kind", choices=("stream", "device"), default="stream", help="the judge's launch pre-roll")
     args = p.parse_args(argv)
     kind = "cuda" if args.device.startswith("cuda") else "cpu"
 
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             print("the suite's expectations are for CUDA; use --dry-run on a CPU", file=sys.stderr)
             return 2
         args.staging_root.mkdir(parents=True, exist_ok=True)
-        argvs = [command(c, args.device, args.iterations, args.warmup, args.staging_root) for c in cases]
+        argvs = [command(c, args.device, args.iterations, args.warmup, args.staging_root, args.preroll_kind) for c in cases]
         t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             futures = [pool.submit(run_case, c, a, args.timeout) for c, a in zip(cases, argvs)]

@@ -58,7 +58,7 @@ from .reference import Reference, load_reference
 from .runner import Worker, candidate_env, start_worker
 from .shared import SharedArena
 from .staging import check_shadowing, stage
-from .timing import LAUNCH_PREROLL_US, cuda_method, sm_clock_mhz, summarize, time_callable
+from .timing import LAUNCH_PREROLL_US, PREROLL_KINDS, cuda_method, sm_clock_mhz, summarize, time_callable
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,14 @@ class JudgeConfig:
     measured_sol_margin: float = 0.25  # a probed roofline is no physical bound: only flag gross violations
     time_reference: bool = True
     launch_preroll_us: float = LAUNCH_PREROLL_US  # CUDA: host launch time left out of the window (timing.py)
+    # CUDA: "stream" spins one thread on the timed stream; "device" holds every SM (device_preroll.py), so
+    # no side-stream work can run beside it. "stream" stays the default until "device" has run on a GPU.
+    preroll_kind: str = "stream"
     pin_worker_cpus: bool = True  # CUDA: run the candidate's process on the GPU's local CPUs (affinity.py)
+
+    def __post_init__(self) -> None:
+        if self.preroll_kind not in PREROLL_KINDS:
+            raise ValueError(f"JudgeConfig.preroll_kind: {self.preroll_kind!r} is not one of {', '.join(PREROLL_KINDS)}")
 
 
 @dataclass
@@ -347,7 +354,8 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
     ctx.phase["timing"] = ctx.phase.get("timing", 0.0) + time.monotonic() - t0
 
     on_cuda = ctx.device.type == "cuda"
-    stats = summarize(samples, cuda_method(cfg.launch_preroll_us) if on_cuda else "judge_perf_counter")
+    method = cuda_method(cfg.launch_preroll_us, cfg.preroll_kind) if on_cuda else "judge_perf_counter"
+    stats = summarize(samples, method)
     # Both checks compare with a no-op iteration measured before the candidate's code was loaded.
     excess_wall = statistics.median(walls) - worker.noop_wall_ms
     if ctx.device.type == "cuda":
@@ -411,7 +419,8 @@ def _time_reference(ctx: _Context, st: _Workload):
 
     try:
         return time_callable(
-            call, ctx.device, ctx.config.warmup, ctx.config.iterations, True, before, ctx.config.launch_preroll_us
+            call, ctx.device, ctx.config.warmup, ctx.config.iterations, True, before, ctx.config.launch_preroll_us,
+            ctx.config.preroll_kind,
         )
     except Exception as e:
         raise ReferenceFailure(f"reference failed while being timed: {type(e).__name__}: {e}") from e
@@ -531,7 +540,7 @@ def evaluate(
                         worker = start_worker(
                             staged, str(device), solution.spec.entry_file, solution.spec.entry_function,
                             solution.spec.destination_passing_style, module_path, env, config.timeout_s, starts,
-                            config.launch_preroll_us, worker_cpus,
+                            config.launch_preroll_us, worker_cpus, config.preroll_kind,
                         )  # fmt: skip
                     except (CompileFailure, CandidateTimeout) as e:
                         load_failure = e

@@ -156,6 +156,7 @@ def start_worker(
     index: int = 0,
     preroll_us: float = 0.0,
     cpus: frozenset[int] | None = None,
+    preroll_kind: str = "stream",
 ) -> Worker:
     parent_sock, child_sock = socket.socketpair()
     log_path = staged.run / f"worker-{index}.log"
@@ -165,6 +166,7 @@ def start_worker(
         "--staging", str(staged.root), "--device", device, "--entry-file", entry_file,
         "--function", function, "--dps", "1" if dps else "0", "--module-path", str(module_path or ""),
         "--preroll-us", repr(float(preroll_us)), "--cpus", format_cpulist(cpus) if cpus else "",
+        "--preroll-kind", preroll_kind,
     ]  # fmt: skip
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(

@@ -88,9 +88,13 @@ def settled_probe_ms(probe: Callable[[], float], keep: int = 3, tolerance: float
     return min(xs[-keep:])
 
 
-def cuda_method(preroll_us: float) -> str:
+PREROLL_KINDS = ("stream", "device")  # one thread spinning on the timed stream | every SM held (device_preroll.py)
+
+
+def cuda_method(preroll_us: float, preroll_kind: str = "stream") -> str:
     """The timing method recorded in traces and baselines."""
-    return "cuda_events+device_sync" + (f"+preroll{preroll_us:g}us" if preroll_us > 0 else "")
+    kind = "" if preroll_kind == "stream" else preroll_kind
+    return "cuda_events+device_sync" + (f"+{kind}preroll{preroll_us:g}us" if preroll_us > 0 else "")
 
 
 class L2Flusher:
@@ -135,7 +139,9 @@ class CudaTimer:
     or ``torch.cuda.synchronize`` afterwards does not reach these references.
     """
 
-    def __init__(self, device: torch.device, preroll_us: float = LAUNCH_PREROLL_US):
+    def __init__(self, device: torch.device, preroll_us: float = LAUNCH_PREROLL_US, preroll_kind: str = "stream"):
+        if preroll_kind not in PREROLL_KINDS:
+            raise ValueError(f"unknown pre-roll kind {preroll_kind!r}: choose from {', '.join(PREROLL_KINDS)}")
         base, event = torch._C._CudaEventBase, torch.cuda.Event
         self._record = getattr(base, "record", event.record)
         self._elapsed = getattr(base, "elapsed_time", event.elapsed_time)
@@ -145,8 +151,15 @@ class CudaTimer:
         self._sleep = torch._C._cuda_sleep  # spins on the current stream for a number of SM cycles
         self.stream = torch.cuda.current_stream(device)
         self._events = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
-        self.preroll_us = preroll_us
-        self._preroll = self._calibrate(preroll_us)
+        self.preroll_us, self.preroll_kind = preroll_us, preroll_kind
+        self._spin: Callable[[], object] | None = None
+        if preroll_us > 0 and preroll_kind == "device":
+            from .device_preroll import DevicePreroll
+
+            self._spin = DevicePreroll(device, self.stream, preroll_us)
+        elif preroll_us > 0:
+            cycles, sleep = self._calibrate(preroll_us), self._sleep
+            self._spin = lambda: sleep(cycles)
 
     def _calibrate(self, preroll_us: float) -> int:
         if preroll_us <= 0:
@@ -168,12 +181,12 @@ class CudaTimer:
         """(start→end on the timed stream, start→device idle) in ms for one call of ``fn``, and whether the
         host was still launching when the pre-roll ran out (the window then holds host time too)."""
         start, end, end_all = self._events
-        if self._preroll:
-            self._sleep(self._preroll)
+        if self._spin is not None:
+            self._spin()
         self._record(start, self.stream)
         fn()
         self._record(end, self.stream)
-        host_bound = bool(self._preroll) and bool(self._query(start))
+        host_bound = self._spin is not None and bool(self._query(start))
         self._device_sync()
         self._record(end_all, self.stream)
         self._wait(end_all)
@@ -188,6 +201,7 @@ def time_callable(
     flush_l2: bool = True,
     before_each: Callable[[], object] | None = None,
     preroll_us: float = LAUNCH_PREROLL_US,
+    preroll_kind: str = "stream",
 ) -> TimingStats:
     """Time ``fn()`` with the judge's protocol (for trusted code, e.g. the reference baseline)."""
     device = torch.device(device)
@@ -195,7 +209,7 @@ def time_callable(
         raise ValueError("iterations must be >= 1")
     if device.type == "cuda":
         flusher = L2Flusher(device) if flush_l2 else None
-        timer = CudaTimer(device, preroll_us)
+        timer = CudaTimer(device, preroll_us, preroll_kind)
         for _ in range(warmup):
             if before_each:
                 before_each()
@@ -213,7 +227,7 @@ def time_callable(
             leaks.append(max(0.0, t_all - t))
             host_bound += bound
         extra = {"host_bound_fraction": host_bound / iterations}
-        return summarize(samples, cuda_method(preroll_us), sm_clock_mhz(device), statistics.median(leaks), extra)
+        return summarize(samples, cuda_method(preroll_us, preroll_kind), sm_clock_mhz(device), statistics.median(leaks), extra)
     for _ in range(warmup):
         if before_each:
             before_each()

@@ -38,6 +38,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--dps", choices=("0", "1"), required=True)
     p.add_argument("--module-path", default="")
     p.add_argument("--preroll-us", type=float, default=0.0, help="CUDA launch pre-roll (see sol_bench.timing)")
+    p.add_argument("--preroll-kind", choices=("stream", "device"), default="stream")
     p.add_argument("--cpus", default="", help="CPU list to run on (the GPU's local CPUs, see sol_bench.affinity)")
     return p.parse_args()
 
@@ -133,7 +134,7 @@ def main() -> None:
     if on_cuda:
         torch.cuda.set_device(device)
     flusher = L2Flusher(device) if on_cuda else None
-    timer = CudaTimer(device, args.preroll_us) if on_cuda else None
+    timer = CudaTimer(device, args.preroll_us, args.preroll_kind) if on_cuda else None
     persisting = _Persisting() if on_cuda else None
     # With no set-aside nothing persists, and a candidate that sets one aside is caught by the size check
     # after each timed call. That spares a driver call before every timed call (resetting persisting lines

@@ -532,6 +532,11 @@ def test_worker_is_started_with_the_configured_launch_preroll(tmp_path, monkeypa
         runner.start_worker(staged, "cpu", "m.py", "run", False, None, {}, 5.0, 0, 12.5)
     argv = seen["argv"]
     assert argv[argv.index("--preroll-us") + 1] == "12.5"
+    assert argv[argv.index("--preroll-kind") + 1] == "stream"
+    with pytest.raises(Stop):
+        runner.start_worker(staged, "cpu", "m.py", "run", False, None, {}, 5.0, 0, 12.5, preroll_kind="device")
+    argv = seen["argv"]
+    assert argv[argv.index("--preroll-kind") + 1] == "device"
 
 
 def test_builds_run_below_normal_priority(tmp_path):
