@@ -31,6 +31,26 @@ def test_offline_agent_bench_judges_and_records_latencies(tmp_path):
     assert "| rmsnorm_small |" in out.read_text()
 
 
+def test_offline_agent_bench_confirms_the_best_with_more_runs(tmp_path):
+    """--confirm N: the best is judged N more times and the reported latency is the median of all runs."""
+    import statistics
+
+    baselines = tmp_path / "tb.json"
+    baselines.write_text(json.dumps({"rms-1": 1.0}))
+    out, lines = tmp_path / "t.md", tmp_path / "t.jsonl"
+    res = _run("bench/bench_offline_agents.py", str(FIXTURE), "--device", "cpu", "--max-candidates", "1",
+               "--max-workloads", "1", "--baselines", str(baselines), "--confirm", "2", "-o", str(out),
+               "--json-out", str(lines))  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    [record] = [json.loads(line) for line in lines.read_text().splitlines()]
+    runs = record["runs_ms"]
+    assert len(runs) == 3 and all(set(r) == {"rms-1"} for r in runs), runs
+    median = statistics.median(r["rms-1"] for r in runs)
+    assert record["latencies_ms"] == {"rms-1": median}
+    assert abs(record["vs_tb"] - 1.0 / median) < 1e-9 * max(1.0, 1.0 / median)
+    assert "judged 3 times" in res.stdout
+
+
 def test_offline_agent_bench_reads_baseline_lines_and_resumes(tmp_path):
     """T_b from solforge baseline --json lines; --resume keeps the finished problems and judges nothing again."""
     baselines = tmp_path / "tb.jsonl"

@@ -2,7 +2,7 @@
 # One H200, session 5 calls C and D, everything one at a time on the machine. DIAG=1 first: the worker
 # launch diagnosis with the judge's idle gap (msg+idle vs msg+idle+poll) and the host time inside the real
 # worker with JudgeConfig.worker_spin_ms 0 and 20. Then the offline agents on SET (a set of problem_sets.sh)
-# with the session-4 T_b.
+# with the session-4 T_b (CONFIRM=N: each best judged N more times, median reported).
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 R=/tmp/wave5c; mkdir -p "$R"
@@ -20,7 +20,7 @@ fi
 S=${SET:-FIRST8}
 timeout ${OFFLINE_TIMEOUT:-330} python3 bench/bench_offline_agents.py ${!S} --device cuda --max-candidates ${CANDIDATES:-4} \
     --problem-seconds ${PROBLEM_SECONDS:-35} --max-workloads 1 --timeout 120 --baselines docs/bench/h200_baselines_session4.jsonl \
-    --prebuild-jobs 14 -o "$OUT/offline_$S.md" --json-out "$OUT/offline_$S.jsonl" > "$R/offline.log" 2>&1
+    --prebuild-jobs 14 --confirm ${CONFIRM:-0} -o "$OUT/offline_$S.md" --json-out "$OUT/offline_$S.jsonl" > "$R/offline.log" 2>&1
 echo "rc=$?" >> "$R/offline.log"
 cp "$R/offline.log" "$OUT/offline_$S.log"
 grep -v "^built" "$R/offline.log" | tail -40
