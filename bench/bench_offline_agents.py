@@ -215,6 +215,8 @@ def main() -> int:
     ap.add_argument("--max-workloads", type=int, help="judge only the N smallest workloads of each problem")
     ap.add_argument("--preroll-us", type=float, default=LAUNCH_PREROLL_US,
                     help="the judge's CUDA launch pre-roll (sol_bench.timing); 0 opens the window at the host call")
+    ap.add_argument("--timer", choices=("events", "cupti"), default="events",
+                    help="the judge's CUDA timer (sol_bench.timing.TIMERS); --baselines should use the same one")
     ap.add_argument("-o", "--output", type=Path, default=Path("offline_agents.md"))
     ap.add_argument("--prebuild-jobs", type=int, default=0,
                     help="build the first candidates' C++ sources this many at once before judging (GPU runs)")
@@ -244,7 +246,7 @@ def main() -> int:
                 f.write(json.dumps(record) + "\n")
 
     config = JudgeConfig(device=args.device, timeout_s=float(args.timeout), staging_root=REPO / "kernels_tmp",
-                         launch_preroll_us=args.preroll_us)  # fmt: skip
+                         launch_preroll_us=args.preroll_us, timer=args.timer)  # fmt: skip
     problems = [load_problem(d) for root in args.problems for d in find_problems(root)]
     problems = [p for p in problems if p.name not in done]
     if args.max_workloads:

@@ -177,11 +177,12 @@ def missing_module(case: Case) -> str | None:
     return None
 
 
-def command(case: Case, device: str, iterations: int, warmup: int, staging: Path, preroll_kind: str = "stream") -> list[str]:
+def command(case: Case, device: str, iterations: int, warmup: int, staging: Path, preroll_kind: str = "stream",
+            timer: str = "events") -> list[str]:
     return [
         sys.executable, "-m", "sol_bench", "eval", str(case.problem_dir), "--solution", str(case.solution_json),  # type: ignore[attr-defined]
         "--device", device, "--json", "--iterations", str(iterations), "--warmup", str(warmup),
-        "--staging-root", str(staging), "--preroll-kind", preroll_kind,
+        "--staging-root", str(staging), "--preroll-kind", preroll_kind, "--timer", timer,
     ]  # fmt: skip
 
 
@@ -242,7 +243,8 @@ def table(results: list[Result], device: str) -> str:
     return "\n".join(rows) + "\n"
 
 
-def dry_run(cases: list[Case], device: str, iterations: int, warmup: int, staging: Path) -> int:
+def dry_run(cases: list[Case], device: str, iterations: int, warmup: int, staging: Path, preroll_kind: str = "stream",
+            timer: str = "events") -> int:
     bad = 0
     for c in cases:
         try:
@@ -261,7 +263,7 @@ def dry_run(cases: list[Case], device: str, iterations: int, warmup: int, stagin
         except Exception as e:  # noqa: BLE001 - report every broken entry, then fail
             bad += 1
             print(f"BAD  {c.label:40} {type(e).__name__}: {e}")
-        print("     " + " ".join(command(c, device, iterations, warmup, staging)))
+        print("     " + " ".join(command(c, device, iterations, warmup, staging, preroll_kind, timer)))
     print(f"{len(cases)} cases, {bad} broken")
     return 1 if bad else 0
 
@@ -280,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--out", type=Path, help="write the Markdown table here")
     p.add_argument("--preroll-kind", choices=("stream", "device"), default="stream", help="the judge's launch pre-roll")
+    p.add_argument("--timer", choices=("events", "cupti"), default="events", help="the judge's CUDA timer")
     args = p.parse_args(argv)
     kind = "cuda" if args.device.startswith("cuda") else "cpu"
 
@@ -289,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only:
             cases = [c for c in cases if any(o in c.label for o in args.only)]
         if args.dry_run:
-            code = dry_run(cases, args.device, args.iterations, args.warmup, args.staging_root)
+            code = dry_run(cases, args.device, args.iterations, args.warmup, args.staging_root, args.preroll_kind, args.timer)
             if args.out:
                 args.out.parent.mkdir(parents=True, exist_ok=True)
                 args.out.write_text("".join(f"- {c.label} ({c.problem})\n" for c in cases))
@@ -298,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
             print("the suite's expectations are for CUDA; use --dry-run on a CPU", file=sys.stderr)
             return 2
         args.staging_root.mkdir(parents=True, exist_ok=True)
-        argvs = [command(c, args.device, args.iterations, args.warmup, args.staging_root, args.preroll_kind) for c in cases]
+        argvs = [command(c, args.device, args.iterations, args.warmup, args.staging_root, args.preroll_kind, args.timer)
+                 for c in cases]
         t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             futures = [pool.submit(run_case, c, a, args.timeout) for c, a in zip(cases, argvs)]

@@ -1,10 +1,12 @@
-"""The judge's launch pre-roll, A/B: reference latencies timed with no pre-roll and with one.
+"""The judge's CUDA timers, A/B: reference latencies with no pre-roll, with one, and in CUPTI's window.
 
 For each problem's smallest workload, the eager reference and its CUDA-graph replay are timed with the
-judge's protocol (``sol_bench.timing.time_callable`` through ``sol_bench.baseline``) at each pre-roll; the
-table shows how much host launch time each window held and the share of host-bound calls.
+judge's protocol (``sol_bench.timing.time_callable`` through ``sol_bench.baseline``) with the event timer at
+each pre-roll, and with ``--cupti`` also with the CUPTI device window (upstream's first-to-last GPU activity);
+the table shows how much host launch time and event overhead each window held.
 
     python bench/preroll_ab.py data/problems/L1/rmsnorm_fwd_h4096_eps5_bf16 --device cuda --preroll 0 --preroll 20
+    python bench/preroll_ab.py data/problems/L1 --device cuda --preroll 20 --cupti
     python bench/preroll_ab.py tests/fixtures/problems --device cpu --preroll 0   (a CPU check of the script)
 """
 
@@ -27,21 +29,23 @@ def main() -> int:
     ap.add_argument("problems", type=Path, nargs="+", help="problem directories or directories of problems")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--preroll", type=float, action="append", required=True, help="pre-roll in µs (repeatable)")
+    ap.add_argument("--cupti", action="store_true", help="also time with the CUPTI device window (timer='cupti')")
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("-o", "--output", type=Path)
     args = ap.parse_args()
     variants = (EAGER, CUDAGRAPH_EAGER) if args.device.startswith("cuda") else (EAGER,)
-    head = " | ".join(f"{v} ms @{p:g} µs" for p in args.preroll for v in variants)
-    lines = [f"| problem | uuid | {head} |", "|---|---|" + "---:|" * (len(args.preroll) * len(variants))]
+    settings = [("events", p, f"@{p:g} µs") for p in args.preroll] + ([("cupti", 0.0, "cupti")] if args.cupti else [])
+    head = " | ".join(f"{v} ms {label}" for _, _, label in settings for v in variants)
+    lines = [f"| problem | uuid | {head} |", "|---|---|" + "---:|" * (len(settings) * len(variants))]
     for root in args.problems:
         for pdir in find_problems(root):
             problem = load_problem(pdir)
             workload = next(w for w in problem.workloads if w.uuid in problem.smallest_workloads(1))
             reference = load_reference(problem.definition)
             cells = []
-            for pre in args.preroll:
+            for timer, pre, _ in settings:
                 cfg = BaselineConfig(device=args.device, variants=variants, warmup=5, iterations=args.iterations,
-                                     preroll_us=pre)  # fmt: skip
+                                     preroll_us=pre, timer=timer)  # fmt: skip
                 rec = measure_workload(problem, workload, reference, cfg)
                 cells += [f"{rec.variants[v]:.4f}" if v in rec.variants else "–" for v in variants]
             lines.append(f"| {problem.name} | {workload.uuid} | " + " | ".join(cells) + " |")

@@ -77,6 +77,7 @@ class BaselineConfig:
     iterations: int = 50
     flush_l2: bool = True
     preroll_us: float = LAUNCH_PREROLL_US  # CUDA launch pre-roll, as the judge's (sol_bench.timing)
+    timer: str = "events"  # CUDA timer, as the judge's: T_b and T_k must come from the same one
     seed: int = 0
     ctx: InputContext = field(default_factory=InputContext)
 
@@ -172,7 +173,8 @@ def measure_workload(
                     raise ValueError(f"returned {len(got)} outputs, eager returned {len(expected)}")
                 for i, (o, r) in enumerate(zip(got, expected)):
                     compare(f"#{i}", o, r, workload.tolerance)
-                stats = time_callable(fn, device, config.warmup, config.iterations, config.flush_l2, None, config.preroll_us)
+                stats = time_callable(fn, device, config.warmup, config.iterations, config.flush_l2, None,
+                                      config.preroll_us, timer=config.timer)  # fmt: skip
         except CandidateFailure as e:
             failed[name] = f"outputs differ from eager: {e}"
             continue

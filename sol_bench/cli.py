@@ -18,7 +18,7 @@ from .errors import InputError, JudgeError, SolBenchError
 from .judge import JudgeConfig, evaluate
 from .models import Status, Trace
 from .problem import find_problems, load_problem, load_solution
-from .timing import LAUNCH_PREROLL_US, PREROLL_KINDS
+from .timing import LAUNCH_PREROLL_US, PREROLL_KINDS, TIMERS
 
 
 def _write_atomic(path: Path, lines: list[str]) -> None:
@@ -58,6 +58,7 @@ def run_eval(
     max_workloads: int | None = None,
     launch_preroll_us: float = LAUNCH_PREROLL_US,
     preroll_kind: str = "stream",
+    timer: str = "events",
 ) -> int:
     """Judge one solution on every workload.
 
@@ -72,7 +73,7 @@ def run_eval(
     config = JudgeConfig(
         device=device, timeout_s=timeout_s, compile_timeout_s=compile_timeout_s, seed=seed,
         iterations=iterations, warmup=warmup, staging_root=staging_root, data_root=data_root,
-        launch_preroll_us=launch_preroll_us, preroll_kind=preroll_kind,
+        launch_preroll_us=launch_preroll_us, preroll_kind=preroll_kind, timer=timer,
     )  # fmt: skip
     if not as_json:
         print(f"{'workload':24} {'status':20} {'ms':>10} {'ref ms':>10} {'speedup':>8} {'T_SOL ms':>10}", file=out)
@@ -147,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--preroll-kind", choices=PREROLL_KINDS, default="stream",
                    help="CUDA: 'stream' spins one thread on the timed stream; 'device' holds every SM, so no "
                         "other stream's kernel runs beside the pre-roll (default %(default)s)")
+    e.add_argument("--timer", choices=TIMERS, default="events",
+                   help="CUDA: 'events' times between CUDA events after the pre-roll; 'cupti' takes upstream's "
+                        "window, first GPU activity to last on any stream (default %(default)s)")
     v = sub.add_parser("validate", help="check problem directories")
     v.add_argument("dirs", type=Path, nargs="+")
     v.add_argument("--json", action="store_true")
@@ -162,7 +166,7 @@ def _dispatch(args: argparse.Namespace, out: IO[str] | None = None) -> int:
                 args.problem_dir, args.solution, args.device, args.json, args.output, args.timeout,
                 args.compile_timeout, args.seed, args.iterations, args.warmup, args.staging_root, args.data_root,
                 out=out, workloads=args.workload, max_workloads=args.max_workloads,
-                launch_preroll_us=args.launch_preroll_us, preroll_kind=args.preroll_kind,
+                launch_preroll_us=args.launch_preroll_us, preroll_kind=args.preroll_kind, timer=args.timer,
             )  # fmt: skip
         return run_validate(args.dirs, args.json, out=out)
     except InputError as err:

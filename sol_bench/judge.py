@@ -58,7 +58,9 @@ from .reference import Reference, load_reference
 from .runner import Worker, candidate_env, start_worker
 from .shared import SharedArena
 from .staging import check_shadowing, stage
-from .timing import LAUNCH_PREROLL_US, PREROLL_KINDS, cuda_method, sm_clock_mhz, summarize, time_callable
+from .timing import (
+    LAUNCH_PREROLL_US, PREROLL_KINDS, TIMERS, sm_clock_mhz, summarize, time_callable, timing_method,
+)
 
 log = logging.getLogger(__name__)
 
@@ -78,16 +80,22 @@ class JudgeConfig:
     hardware: str = "auto"
     sol_margin: float = 0.95  # a median latency under sol_margin * T_SOL (vendor peak rates) is impossible
     measured_sol_margin: float = 0.25  # a probed roofline is no physical bound: only flag gross violations
+    host_clock_floor_ms: float = 0.05  # off the GPU, bounds under this (or the empty calls' jitter) prove nothing
     time_reference: bool = True
     launch_preroll_us: float = LAUNCH_PREROLL_US  # CUDA: host launch time left out of the window (timing.py)
     # CUDA: "stream" spins one thread on the timed stream; "device" holds every SM (device_preroll.py), so
     # no side-stream work can run beside it. "stream" stays the default until "device" has run on a GPU.
     preroll_kind: str = "stream"
     pin_worker_cpus: bool = True  # CUDA: run the candidate's process on the GPU's local CPUs (affinity.py)
+    # CUDA: "events" times the call between CUDA events after the pre-roll; "cupti" takes upstream's window,
+    # first GPU activity to last on any stream (device_window.py), and needs no pre-roll.
+    timer: str = "events"
 
     def __post_init__(self) -> None:
         if self.preroll_kind not in PREROLL_KINDS:
             raise ValueError(f"JudgeConfig.preroll_kind: {self.preroll_kind!r} is not one of {', '.join(PREROLL_KINDS)}")
+        if self.timer not in TIMERS:
+            raise ValueError(f"JudgeConfig.timer: {self.timer!r} is not one of {', '.join(TIMERS)}")
 
 
 @dataclass
@@ -164,6 +172,16 @@ def _sol_floor(ctx: _Context, w: Workload) -> tuple[float | None, str | None, st
     except Exception as e:  # noqa: BLE001 - an analysis gap must not fail the candidate; it is logged
         return None, None, f"speed-of-light analysis failed: {type(e).__name__}: {e}"
     return float(res.t_sol_ms), str(getattr(hw, "name", ctx.config.hardware)), ""
+
+
+def below_sol_on_host_clock(upper_ms: float, noise_ms: float, bound_ms: float) -> bool:
+    """Whether a host-clock time proves a call beat the speed-of-light bound.
+
+    `upper_ms` is the median call less the *fastest* empty call, so it over-states the candidate's own time;
+    `noise_ms` is the jitter of the empty calls (or a floor, whichever is larger). A bound inside it is below what the clock resolves
+    (tiny CPU workloads have T_SOL of nanoseconds), so it proves nothing either way.
+    """
+    return bound_ms > noise_ms and upper_ms < bound_ms
 
 
 # --------------------------------------------------------------------------------------- buffers
@@ -336,6 +354,10 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
         if "persisting-l2" in flags:
             raise RewardHack("the candidate set aside persisting L2 cache (data pinned across timed runs)")
         host_bound += "host-bound" in flags
+        if "profiler-restarted" in flags:
+            raise RewardHack("the timing profiler's session was stopped or replaced during a timed call (timer tampering)")
+        if "no-device-activity" in flags:
+            raise RewardHack("the profiler saw no GPU work during a timed call, yet outputs are expected on the GPU")
         if ctx.device.type == "cuda":
             # All streams count: the later of the timed stream's end and the device going idle (less the
             # sync gap of an empty call, measured before the candidate loaded).
@@ -354,7 +376,7 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
     ctx.phase["timing"] = ctx.phase.get("timing", 0.0) + time.monotonic() - t0
 
     on_cuda = ctx.device.type == "cuda"
-    method = cuda_method(cfg.launch_preroll_us, cfg.preroll_kind) if on_cuda else "judge_perf_counter"
+    method = timing_method(cfg.timer, cfg.launch_preroll_us, cfg.preroll_kind) if on_cuda else "judge_perf_counter"
     stats = summarize(samples, method)
     # Both checks compare with a no-op iteration measured before the candidate's code was loaded.
     excess_wall = statistics.median(walls) - worker.noop_wall_ms
@@ -374,8 +396,16 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
             )
     t_sol, hw_name, sol_note = _sol_floor(ctx, w)
     margin = cfg.measured_sol_margin if (hw_name or "").startswith("measured") else cfg.sol_margin
-    if t_sol is not None and stats.median_ms < margin * t_sol:
-        raise RewardHack(f"median latency {stats.median_ms:.5f} ms is below the speed-of-light bound {t_sol:.5f} ms")
+    if t_sol is not None:
+        if on_cuda:
+            beaten = stats.median_ms < margin * t_sol
+            seen_ms = stats.median_ms
+        else:
+            seen_ms = statistics.median(walls) - worker.noop_wall_min_ms
+            noise_ms = max(cfg.host_clock_floor_ms, worker.noop_wall_spread_ms)
+            beaten = below_sol_on_host_clock(seen_ms, noise_ms, margin * t_sol)
+        if beaten:
+            raise RewardHack(f"median latency {seen_ms:.5f} ms is below the speed-of-light bound {t_sol:.5f} ms")
 
     # 4. the reference, same protocol, in the judge's process
     t0 = time.monotonic()
@@ -420,7 +450,7 @@ def _time_reference(ctx: _Context, st: _Workload):
     try:
         return time_callable(
             call, ctx.device, ctx.config.warmup, ctx.config.iterations, True, before, ctx.config.launch_preroll_us,
-            ctx.config.preroll_kind,
+            ctx.config.preroll_kind, ctx.config.timer,
         )
     except Exception as e:
         raise ReferenceFailure(f"reference failed while being timed: {type(e).__name__}: {e}") from e
@@ -540,7 +570,7 @@ def evaluate(
                         worker = start_worker(
                             staged, str(device), solution.spec.entry_file, solution.spec.entry_function,
                             solution.spec.destination_passing_style, module_path, env, config.timeout_s, starts,
-                            config.launch_preroll_us, worker_cpus, config.preroll_kind,
+                            config.launch_preroll_us, worker_cpus, config.preroll_kind, config.timer,
                         )  # fmt: skip
                     except (CompileFailure, CandidateTimeout) as e:
                         load_failure = e

@@ -72,6 +72,8 @@ class Worker:
     info: dict = field(default_factory=dict)
     noop_wall_ms: float = 0.0  # median judge-clock time of a timed iteration that calls nothing (before load)
     noop_gap_ms: float = 0.0  # median stream-end to device-idle gap of such an iteration (before load)
+    noop_wall_min_ms: float = 0.0  # fastest such empty iteration: the least overhead any timed call pays
+    noop_wall_spread_ms: float = 0.0  # their interquartile range: jitter the judge's clock cannot resolve
 
     @property
     def pid(self) -> int:
@@ -157,6 +159,7 @@ def start_worker(
     preroll_us: float = 0.0,
     cpus: frozenset[int] | None = None,
     preroll_kind: str = "stream",
+    timer: str = "events",
 ) -> Worker:
     parent_sock, child_sock = socket.socketpair()
     log_path = staged.run / f"worker-{index}.log"
@@ -166,7 +169,7 @@ def start_worker(
         "--staging", str(staged.root), "--device", device, "--entry-file", entry_file,
         "--function", function, "--dps", "1" if dps else "0", "--module-path", str(module_path or ""),
         "--preroll-us", repr(float(preroll_us)), "--cpus", format_cpulist(cpus) if cpus else "",
-        "--preroll-kind", preroll_kind,
+        "--preroll-kind", preroll_kind, "--timer", timer,
     ]  # fmt: skip
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
@@ -191,6 +194,9 @@ def start_worker(
             walls.append((time.perf_counter() - p0) * 1e3)
             gaps.append(max(0.0, float(r[2]) - float(r[1])))
         worker.noop_wall_ms = sorted(walls)[len(walls) // 2]
+        worker.noop_wall_min_ms = min(walls)
+        ordered = sorted(walls)
+        worker.noop_wall_spread_ms = ordered[3 * len(walls) // 4] - ordered[len(walls) // 4]
         worker.noop_gap_ms = sorted(gaps)[len(gaps) // 2]
         reply = worker.request(("load",), timeout_s)
     except BaseException:

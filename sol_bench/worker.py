@@ -39,6 +39,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--module-path", default="")
     p.add_argument("--preroll-us", type=float, default=0.0, help="CUDA launch pre-roll (see sol_bench.timing)")
     p.add_argument("--preroll-kind", choices=("stream", "device"), default="stream")
+    p.add_argument("--timer", choices=("events", "cupti"), default="events", help="see sol_bench.timing.TIMERS")
     p.add_argument("--cpus", default="", help="CPU list to run on (the GPU's local CPUs, see sol_bench.affinity)")
     return p.parse_args()
 
@@ -119,7 +120,7 @@ def main() -> None:
     import torch.multiprocessing  # noqa: F401 - registers the CUDA IPC rebuild functions for unpickling
 
     from .shared import attach
-    from .timing import CudaTimer, L2Flusher
+    from .timing import L2Flusher, make_cuda_timer
 
     from multiprocessing.connection import Connection
 
@@ -134,7 +135,7 @@ def main() -> None:
     if on_cuda:
         torch.cuda.set_device(device)
     flusher = L2Flusher(device) if on_cuda else None
-    timer = CudaTimer(device, args.preroll_us, args.preroll_kind) if on_cuda else None
+    timer = make_cuda_timer(device, args.timer, args.preroll_us, args.preroll_kind) if on_cuda else None
     persisting = _Persisting() if on_cuda else None
     # With no set-aside nothing persists, and a candidate that sets one aside is caught by the size check
     # after each timed call. That spares a driver call before every timed call (resetting persisting lines
@@ -174,6 +175,8 @@ def main() -> None:
                 raise _Fail("shape", f"output {i}: shape {tuple(r.shape)}, expected {tuple(o.shape)}")
             if r.dtype != o.dtype:
                 raise _Fail("dtype", f"output {i}: dtype {r.dtype}, expected {o.dtype}")
+            if r.device != o.device:  # a host result would be copied in after the timed window closed
+                raise _Fail("runtime", f"output {i} is on {r.device}, expected {o.device}")
             o.copy_(r)
         return None
 
@@ -212,9 +215,8 @@ def main() -> None:
                     flush()
                     torch.cuda.synchronize(device)
                     box = []
-                    t, t_all, host_bound = timed(lambda: box.append(call()))
-                    if host_bound:
-                        flags.append("host-bound")
+                    t, t_all, timer_flags = timed(lambda: box.append(call()))
+                    flags.extend(timer_flags)
                     if pinned() > pinned_before:
                         flags.append("persisting-l2")
                     if j is not None:

@@ -94,3 +94,38 @@ def test_preroll_ab_bench_times_the_reference(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     row = next(line for line in out.read_text().splitlines() if line.startswith("| rmsnorm_small |"))
     assert float(row.split("|")[3]) > 0
+
+
+def test_preroll_ab_bench_adds_the_cupti_window_columns(tmp_path):
+    out = tmp_path / "ab.md"
+    res = _run("bench/preroll_ab.py", str(FIXTURE), "--device", "cpu", "--preroll", "0", "--cupti",
+               "--iterations", "3", "-o", str(out))  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    head, _, row = out.read_text().splitlines()[:3]
+    assert head.split("|")[3:5] == [" eager ms @0 µs ", " eager ms cupti "]
+    assert all(float(x) > 0 for x in row.split("|")[3:5])
+
+
+def test_tb_bench_writes_records_the_offline_bench_reads_and_resumes(tmp_path):
+    out = tmp_path / "tb.jsonl"
+    res = _run("bench/measure_tb.py", str(FIXTURE), "--device", "cpu", "--max-workloads", "1", "--iterations", "3",
+               "--variants", "eager", "-o", str(out))  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    [rec] = [json.loads(x) for x in out.read_text().splitlines()]
+    assert rec["uuid"] == "rms-1" and rec["t_b_ms"] == rec["eager_ms"] > 0 and rec["timing_method"] == "cpu_perf_counter"
+    sys.path.insert(0, str(REPO / "bench"))
+    from bench_offline_agents import load_baselines
+
+    assert load_baselines(out) == {"rms-1": rec["t_b_ms"]}
+    # a second run with --resume measures nothing new; without it the file starts over
+    res = _run("bench/measure_tb.py", str(FIXTURE), "--device", "cpu", "--max-workloads", "2", "--iterations", "3",
+               "--variants", "eager", "-o", str(out), "--resume")  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    uuids = [json.loads(x)["uuid"] for x in out.read_text().splitlines()]
+    assert uuids[0] == "rms-1" and len(uuids) == 2 and "rms-1" not in res.stdout
+
+
+def test_tb_bench_refuses_an_unknown_variant_before_any_work(tmp_path):
+    res = _run("bench/measure_tb.py", str(FIXTURE), "--device", "cpu", "--variants", "eager,fastest",
+               "-o", str(tmp_path / "tb.jsonl"))  # fmt: skip
+    assert res.returncode != 0 and "unknown baseline variants" in res.stderr

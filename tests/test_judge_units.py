@@ -20,7 +20,7 @@ from sol_bench.correctness import compare
 from sol_bench.dtypes import DType
 from sol_bench.errors import RewardHack, WorkloadError, WrongDtype, WrongNumbers, WrongShape
 from sol_bench.inputs import InputContext, make_inputs, read_safetensors
-from sol_bench.judge import evaluate
+from sol_bench.judge import below_sol_on_host_clock, evaluate
 from sol_bench.models import Definition, Solution, Status, Tolerance, Workload
 from sol_bench.problem import load_problem, load_workloads
 from sol_bench.reference import load_reference
@@ -35,6 +35,18 @@ REPO = Path(__file__).resolve().parents[1]
 
 def tol(**kw) -> Tolerance:
     return Tolerance(**kw)
+
+
+def test_host_clock_sol_check_ignores_bounds_inside_the_clock_noise():
+    # The CI case: a tiny softmax whose timed calls ran faster than the empty calls measured at load (the
+    # noop-subtracted median floored to 1e-6 ms) against a T_SOL of nanoseconds. Nothing is proven.
+    assert not below_sol_on_host_clock(upper_ms=-0.004, noise_ms=0.012, bound_ms=0.95 * 4e-6)
+    assert not below_sol_on_host_clock(upper_ms=0.0, noise_ms=0.012, bound_ms=0.011)
+    # A bound well above the clock's noise still catches a call that returned without doing the work...
+    assert below_sol_on_host_clock(upper_ms=0.003, noise_ms=0.012, bound_ms=0.25 * 2.0)
+    assert below_sol_on_host_clock(upper_ms=-0.001, noise_ms=0.012, bound_ms=0.5)
+    # ...and leaves an honest one that takes longer than the bound alone.
+    assert not below_sol_on_host_clock(upper_ms=0.6, noise_ms=0.012, bound_ms=0.5)
 
 
 def test_compare_atol_rtol_bounds():

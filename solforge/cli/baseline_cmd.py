@@ -26,9 +26,11 @@ from .options import data_dir_option, json_option, problem_dirs_under
 @click.option("--max-workloads", type=click.IntRange(min=1),
               help="Time only the N workloads of each problem that move the fewest bytes.")
 @click.option("--no-save", is_flag=True, help="Measure and print only; store nothing.")
+@click.option("--timer", type=click.Choice(["events", "cupti"]), default="events", show_default=True,
+              help="CUDA timer; use the one the judge uses ('cupti': upstream's first-to-last GPU activity window).")
 @json_option
 def baseline_command(problem_dirs, device, data_dir, variants, warmup, iterations, seed, data_root, max_workloads,
-                     no_save, as_json) -> None:  # fmt: skip
+                     no_save, timer, as_json) -> None:  # fmt: skip
     """Time eager and T_b = best of torch.compile modes and CUDA-graph replay, per workload of each problem.
 
     Stored as DATA_DIR/baselines/<device>/<problem>.json (one record per workload). A PROBLEM_DIR may hold
@@ -46,7 +48,7 @@ def baseline_command(problem_dirs, device, data_dir, variants, warmup, iteration
     chosen = tuple(v.strip() for v in variants.split(",") if v.strip()) if variants else None
     config = BaselineConfig(
         device=device, variants=chosen, warmup=warmup, iterations=iterations, seed=seed,
-        ctx=InputContext(data_root=data_root),
+        ctx=InputContext(data_root=data_root), timer=timer,
     )  # fmt: skip
     try:
         config.chosen_variants()

@@ -27,8 +27,11 @@ from .options import device_option, json_option
 @click.option("--launch-preroll-us", type=click.FloatRange(min=0), default=None,
               help="CUDA: host launch time left out of the timed window (µs; default: the judge's, "
                    "sol_bench.timing.LAUNCH_PREROLL_US); also the most host work a candidate could hide there.")
+@click.option("--timer", type=click.Choice(["events", "cupti"]), default="events", show_default=True,
+              help="CUDA: 'events' between CUDA events after the pre-roll; 'cupti' upstream's window, first GPU "
+                   "activity to last on any stream. T_b should come from the same timer (solforge baseline --timer).")
 def eval_command(problem_dir, solution_path, device, as_json, output, timeout, compile_timeout, seed,
-                 iterations, warmup, data_root, workloads, max_workloads, launch_preroll_us) -> None:  # fmt: skip
+                 iterations, warmup, data_root, workloads, max_workloads, launch_preroll_us, timer) -> None:  # fmt: skip
     """Judge SOLUTION_JSON on every workload of PROBLEM_DIR: one trace per workload.
 
     Exit 0 when every workload PASSED, 1 otherwise, 2 on bad input, 3 when the judge itself failed.
@@ -42,7 +45,7 @@ def eval_command(problem_dir, solution_path, device, as_json, output, timeout, c
     preroll = {} if launch_preroll_us is None else {"launch_preroll_us": launch_preroll_us}
     code = run_eval(problem_dir, solution_path, device, as_json, output, timeout, compile_timeout, seed,
                     iterations, warmup, data_root=data_root, workloads=list(workloads) or None,
-                    max_workloads=max_workloads, **preroll)  # fmt: skip
+                    max_workloads=max_workloads, timer=timer, **preroll)  # fmt: skip
     sys.exit(code)
 
 
