@@ -48,6 +48,18 @@ SYNTHETIC = {
                       {"y": (["M", "N"], "bfloat16")},
                       "import torch\nimport torch.nn.functional as F\n\ndef run(x, w, b):\n"
                       "    return F.silu(F.linear(x, w, b))\n", {"M": 3}),
+    "mlp_gelu": ({"M": {"type": "var"}, "K": {"type": "const", "value": 48}, "I": {"type": "const", "value": 64},
+                  "NO": {"type": "const", "value": 40}},
+                 {"x": (["M", "K"], "float32"), "w1": (["I", "K"], "float32"), "b1": (["I"], "float32"),
+                  "w2": (["NO", "I"], "float32"), "b2": (["NO"], "float32")}, {"y": (["M", "NO"], "float32")},
+                 "import torch\n\ndef run(x, w1, b1, w2, b2):\n    h = x @ w1.t() + b1\n"
+                 "    h = (0.5 * h.float() * (1.0 + torch.erf(h.float() * 0.7071067811865476))).to(x.dtype)\n"
+                 "    return h @ w2.t() + b2\n", {"M": 33}),
+    "mlp_relu_nobias": ({"M": {"type": "var"}, "K": {"type": "const", "value": 32}, "I": {"type": "const", "value": 48}},
+                        {"w_in": (["I", "K"], "float32"), "x": (["M", "K"], "float32"), "w_out": (["K", "I"], "float32")},
+                        {"y": (["M", "K"], "float32")},
+                        "import torch\n\ndef run(w_in, x, w_out):\n    return torch.relu(x @ w_in.t()) @ w_out.t()\n",
+                        {"M": 9}),
     "attn": ({"B": {"type": "const", "value": 1}, "H": {"type": "const", "value": 2}, "S": {"type": "var"},
               "D": {"type": "const", "value": 16}},
              {"q": (["B", "H", "S", "D"], "float32"), "k": (["B", "H", "S", "D"], "float32"),
@@ -56,7 +68,8 @@ SYNTHETIC = {
              "    return torch.softmax(s, dim=-1) @ v\n", {"S": 9}),
 }  # fmt: skip
 EXPECTED_FAMILY = {"softmax_t": "softmax", "layernorm_t": "layernorm", "swiglu_halves": "elementwise",
-                   "linear_relu": "gemm", "linear_decode": "gemm", "attn": "attention"}  # fmt: skip
+                   "linear_relu": "gemm", "linear_decode": "gemm", "attn": "attention", "mlp_gelu": "mlp",
+                   "mlp_relu_nobias": "mlp"}  # fmt: skip
 
 
 def write_problem(root: Path, name: str) -> Path:
@@ -239,7 +252,7 @@ def test_triton_templates_are_correct_in_the_interpreter(tmp_path):
     pytest.importorskip("triton")
     from triton_interp import run_interpreted
 
-    names = ["rmsnorm_small", "softmax_t", "layernorm_t", "swiglu_halves", "linear_relu"]
+    names = ["rmsnorm_small", "softmax_t", "layernorm_t", "swiglu_halves", "linear_relu", "mlp_gelu", "mlp_relu_nobias"]
     result = run_interpreted(_INTERPRET_SCRIPT, names, timeout_s=240)
     assert all(result[n] >= 1 for n in names), result
 
@@ -325,3 +338,37 @@ def test_cuda_gemv_is_offered_for_decode_shapes_only(problems):
     assert problems["linear_relu"].workloads[0].axes["M"] > SMALL_M and cuda_names(problems["linear_relu"]) == []
     src = next(x for x in plan(decode, "cuda:0") if x.solution.spec.is_cpp).solution.sources[0].content
     assert "launch_gemv<scalar_t, true, 3>" in src  # bias, then SiLU in the epilogue
+
+
+def test_bundled_vision_mlps_bind_their_activation_and_plan_triton_first():
+    """The L2 MLP blocks were Inductor-only (0.14× T_b, session 5); now the MLP family binds them, with the
+    activation the probe confirms (quick GELU's sigmoid also hints SiLU, which the probe rejects)."""
+    from agents.offline.templates import mlp
+
+    root = Path(__file__).resolve().parents[1] / "data" / "problems" / "L2"
+    for name, act in (("mlp_gelu_exact_k768_i3072_n768_tok197_bf16", "gelu"),
+                      ("mlp_gelu_quick_k1024_i4096_n1024_tok257_bf16", "gelu_quick")):  # fmt: skip
+        p = load_problem(root / name)
+        [b] = mlp.FAMILY.match(p, trace_ops(p))
+        assert dict(b.roles) == {"x": "x", "w1": "w1", "b1": "b1", "w2": "w2", "b2": "b2"} and b.consts["act"] == act
+    first = next(plan(p, "cuda:0"))
+    src = first.solution.sources[0].content
+    assert first.group.startswith("mlp/triton/") and "def _up(" in src and "def _down(" in src
+    assert "tl.sigmoid(1.702 * v)" in src  # quick GELU in the first GEMM's epilogue
+    compile(src, "kernel.py", "exec")
+
+
+def test_graph_wrapper_refreshes_every_static_input_in_place(problems):
+    """The CUDA-graph wrapper's input refresh (one foreach copy), run on CPU tensors: every tensor argument
+    lands in its static buffer, whatever its strides; scalars and the buffers' identities are untouched."""
+    module = types.ModuleType("graph_wrapper_under_test")
+    exec(compile(compiled.render(problems["rmsnorm_small"], compiled.VARIANTS[-1]), "kernel.py", "exec"), module.__dict__)
+    assert compiled.VARIANTS[-1].cuda_graph
+    args = [torch.randn(4, 6), 1e-6, torch.randn(6, 4).t(), torch.arange(5, dtype=torch.int64)]
+    static = [torch.zeros(4, 6), 1e-6, torch.zeros(6, 4).t(), torch.zeros(5, dtype=torch.int64)]
+    ids = [id(s) for s in static]
+    module._refresh(static, args)
+    assert [id(s) for s in static] == ids
+    for s, a in zip(static, args):
+        if isinstance(a, torch.Tensor):
+            assert torch.equal(s, a) and s.data_ptr() != a.data_ptr()

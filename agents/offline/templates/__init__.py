@@ -7,7 +7,7 @@ the candidates that reproduce the reference on the CPU (``probe.py``).
 
 from __future__ import annotations
 
-from . import attention, elementwise, matmul, rmsnorm, rope, rowwise
+from . import attention, elementwise, matmul, mlp, rmsnorm, rope, rowwise
 from .base import Binding, Family, Renderer, build_solution
 
 FAMILIES: tuple[Family, ...] = (
@@ -16,6 +16,7 @@ FAMILIES: tuple[Family, ...] = (
     rowwise.SOFTMAX,
     elementwise.FAMILY,
     matmul.GEMM,
+    mlp.FAMILY,
     attention.ATTENTION,
     rope.ROPE,
 )
