@@ -85,25 +85,18 @@ import torch.nn.functional as F
 """
 
 
-def render_gemm_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
-    a, w, bias, y = b.roles["a"], b.roles["b"], b.roles.get("bias"), _out(problem)
-    # strides of B as (k, n): an [N, K] weight is read transposed without a copy
-    b_strides = f"{w}.stride(1), {w}.stride(0)" if b.consts["b_is_nk"] else f"{w}.stride(0), {w}.stride(1)"
-    act = {
-        None: "",
-        "relu": "acc = tl.maximum(acc, 0.0)",
-        "silu": "acc = acc * tl.sigmoid(acc)",
-        "gelu": "acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))",
-    }[b.consts["act"]]
-    bias_line = "acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]" if bias else ""
-    return f"""import torch
-import triton
-import triton.language as tl
+BIAS_EPILOGUE = "acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]"
 
 
+def triton_gemm_kernel(name: str, epilogue: list[str]) -> str:
+    """A tiled GEMM ``name(a, b, bias, c, M, N, K, strides..., BM, BN, BK, GROUP)``: grouped program order,
+    fp32 accumulators ``acc`` [BM, BN] over rows ``rm`` and columns ``rn``, then ``epilogue`` (lines of
+    Triton, e.g. ``BIAS_EPILOGUE`` and an activation) before the one store in c's dtype."""
+    lines = "\n    ".join(epilogue)
+    return f"""
 @triton.jit
-def _gemm(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+def {name}(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
     pid = tl.program_id(0)
     grid_m, grid_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
     width = GROUP * grid_n
@@ -120,11 +113,28 @@ def _gemm(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
         av = tl.load(a_ptr + rm[:, None] * sam + ka[None, :] * sak, mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)
         bv = tl.load(b_ptr + ka[:, None] * sbk + rn[None, :] * sbn, mask=(ka[:, None] < K) & (rn[None, :] < N), other=0.0)
         acc = tl.dot(av, bv, acc)
-    {bias_line}
-    {act}
+    {lines}
     tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
+"""
 
+
+def render_gemm_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
+    a, w, bias, y = b.roles["a"], b.roles["b"], b.roles.get("bias"), _out(problem)
+    # strides of B as (k, n): an [N, K] weight is read transposed without a copy
+    b_strides = f"{w}.stride(1), {w}.stride(0)" if b.consts["b_is_nk"] else f"{w}.stride(0), {w}.stride(1)"
+    act = {
+        None: "",
+        "relu": "acc = tl.maximum(acc, 0.0)",
+        "silu": "acc = acc * tl.sigmoid(acc)",
+        "gelu": "acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))",
+    }[b.consts["act"]]
+    epilogue = [line for line in (BIAS_EPILOGUE if bias else "", act) if line]
+    return f"""import torch
+import triton
+import triton.language as tl
+
+{triton_gemm_kernel("_gemm", epilogue)}
 {triton_launcher()}
 _gemm_launch = _Launcher(_gemm)
 

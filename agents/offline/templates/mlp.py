@@ -20,6 +20,7 @@ from sol_bench.problem import Problem
 from ..graph import OpSignature
 from .base import Binding, Family, Renderer, py_signature, triton_launcher
 from .elementwise import ACTS as ELEMENTWISE_ACTS
+from .matmul import BIAS_EPILOGUE, triton_gemm_kernel
 
 _ALLOWED = {"mm", "addmm", "matmul", "t", "permute", "transpose", "_to_copy", "add", "mul", "div", "pow", "rsub",
             "erf", "tanh", "sigmoid", "relu", "gelu", "silu", "view", "_unsafe_view", "reshape", "expand", "clone",
@@ -100,33 +101,8 @@ import torch.nn.functional as F
 
 
 def _gemm_kernel(name: str, bias: bool, act: str | None) -> str:
-    bias_line = "acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]" if bias else ""
-    act_line = f"v = acc\n    acc = {ACTS[act][1]}" if act else ""
-    return f"""
-@triton.jit
-def {name}(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
-    pid = tl.program_id(0)
-    grid_m, grid_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
-    width = GROUP * grid_n
-    first_m = (pid // width) * GROUP
-    rows_here = min(grid_m - first_m, GROUP)
-    pid_m = first_m + (pid % width) % rows_here
-    pid_n = (pid % width) // rows_here
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        ka = k0 + rk
-        av = tl.load(a_ptr + rm[:, None] * sam + ka[None, :] * sak, mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)
-        bv = tl.load(b_ptr + ka[:, None] * sbk + rn[None, :] * sbn, mask=(ka[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(av, bv, acc)
-    {bias_line}
-    {act_line}
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
-             mask=(rm[:, None] < M) & (rn[None, :] < N))
-"""
+    epilogue = ([BIAS_EPILOGUE] if bias else []) + (["v = acc", f"acc = {ACTS[act][1]}"] if act else [])
+    return triton_gemm_kernel(name, epilogue)
 
 
 def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
