@@ -18,6 +18,9 @@ from typing import Callable, Iterable
 import torch
 
 METHOD = "cupti_device_window"
+# libkineto's ActivityType values of work on the device (GPU_MEMCPY, GPU_MEMSET, CONCURRENT_KERNEL): stable
+# across its releases. Annotations and CUPTI's overhead records may also carry a CUDA device type.
+DEVICE_WORK = frozenset({3, 4, 5})
 
 
 def window_ms(spans_ns: Iterable[tuple[int, int]]) -> float | None:
@@ -93,7 +96,8 @@ class DeviceWindowTimer:
         if result is None:
             return None
         cuda = self._cuda
-        return [(e.name(), e.start_ns(), e.start_ns() + e.duration_ns()) for e in result.events() if e.device_type() == cuda]
+        return [(e.name(), e.start_ns(), e.start_ns() + e.duration_ns()) for e in result.events()
+                if e.device_type() == cuda and (not hasattr(e, "activity_type") or e.activity_type() in DEVICE_WORK)]
 
     def time(self, fn: Callable[[], object]) -> tuple[float, float, tuple[str, ...]]:
         records = self._session(fn)

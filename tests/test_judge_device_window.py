@@ -6,6 +6,8 @@ refusal on a torch build that cannot trace CUDA, and the `timer` option through 
 
 from __future__ import annotations
 
+import types
+
 import pytest
 import torch
 
@@ -110,3 +112,68 @@ def test_a_session_the_call_closed_is_flagged_not_raised():
 
 def test_a_call_with_no_gpu_work_is_flagged():
     assert _Recorded([("spin_kernel(long)", 0, 2_000)]).time(lambda: None) == (0.0, 0.0, ("no-device-activity",))
+
+
+class _Event:
+    def __init__(self, name, device, kind, start, end):
+        self._v = (name, device, kind, start, end)
+
+    def name(self):
+        return self._v[0]
+
+    def device_type(self):
+        return self._v[1]
+
+    def activity_type(self):
+        return self._v[2]
+
+    def start_ns(self):
+        return self._v[3]
+
+    def duration_ns(self):
+        return self._v[4] - self._v[3]
+
+
+def _timer_over(events=None, disable_error=None):
+    """A DeviceWindowTimer whose profiler and CUDA calls are stand-ins: its own session code runs."""
+    t = object.__new__(DeviceWindowTimer)
+    t._cuda, t._config, t._activities, t.marker = "CUDA", None, None, "spin_kernel(long)"
+    t._device_sync = t._sleep = lambda *a: None
+    t._prepare = t._enable = lambda *a: None
+
+    def disable():
+        if disable_error is not None:
+            raise disable_error
+        return types.SimpleNamespace(events=lambda: events)
+
+    t._disable = disable
+    return t
+
+
+def test_only_device_work_records_count_in_the_window():
+    events = [
+        _Event("spin_kernel(long)", "CUDA", 5, 0, 1_000),
+        _Event("cudaLaunchKernel", "CPU", 7, 500, 40_000),  # host runtime call
+        _Event("Activity Buffer Request", "CUDA", 11, 100, 90_000),  # CUPTI overhead on a device row
+        _Event("memcpy DtoD", "CUDA", 3, 3_000, 4_000),
+        _Event("rms_kernel", "CUDA", 5, 5_000, 9_000),
+    ]
+    assert _timer_over(events).time(lambda: None) == (pytest.approx(0.006), pytest.approx(0.006), ())
+
+
+def test_a_session_the_call_closed_itself_is_flagged():
+    t = _timer_over(disable_error=RuntimeError("profiler is not enabled"))
+    assert t.time(lambda: None) == (0.0, 0.0, ("profiler-restarted",))
+
+
+def test_a_failing_call_still_closes_the_session_and_raises():
+    closed = []
+    t = _timer_over([])
+    t._disable = lambda: closed.append(True) or types.SimpleNamespace(events=lambda: [])
+
+    def boom():
+        raise ValueError("candidate bug")
+
+    with pytest.raises(ValueError, match="candidate bug"):
+        t.time(boom)
+    assert closed == [True]
