@@ -16,7 +16,7 @@ from agents.base import AttemptFeedback, WorkloadFeedback
 from agents.offline import compiled
 from agents.offline.agent import OfflineAgent, plan
 from agents.offline.graph import trace_ops
-from agents.offline.templates import FAMILIES, build_solution
+from agents.offline.templates import FAMILIES, Binding, build_solution
 from agents.registry import REGISTRY, make_agent
 from sol_bench.inputs import make_inputs, output_specs
 from sol_bench.models import Solution
@@ -60,6 +60,19 @@ SYNTHETIC = {
                         {"y": (["M", "K"], "float32")},
                         "import torch\n\ndef run(w_in, x, w_out):\n    return torch.relu(x @ w_in.t()) @ w_out.t()\n",
                         {"M": 9}),
+    "mha_block": ({"B": {"type": "const", "value": 1}, "N": {"type": "var"}, "D": {"type": "const", "value": 32}},
+                  {"x": (["B", "N", "D"], "float32"), "q_weight": (["D", "D"], "float32"), "q_bias": (["D"], "float32"),
+                   "k_weight": (["D", "D"], "float32"), "v_weight": (["D", "D"], "float32"),
+                   "v_bias": (["D"], "float32"), "o_weight": (["D", "D"], "float32"), "o_bias": (["D"], "float32")},
+                  {"out": (["B", "N", "D"], "float32")},
+                  "import torch\nimport torch.nn.functional as F\n\nHEADS = 2\n\n"
+                  "def run(x, q_weight, q_bias, k_weight, v_weight, v_bias, o_weight, o_bias):\n"
+                  "    b, n, d = x.shape\n"
+                  "    q = (x @ q_weight.t() + q_bias).view(b, n, HEADS, d // HEADS).transpose(1, 2)\n"
+                  "    k = (x @ k_weight.t()).view(b, n, HEADS, d // HEADS).transpose(1, 2)\n"
+                  "    v = (x @ v_weight.t() + v_bias).view(b, n, HEADS, d // HEADS).transpose(1, 2)\n"
+                  "    o = F.scaled_dot_product_attention(q, k, v)\n"
+                  "    return o.transpose(1, 2).reshape(b, n, d) @ o_weight.t() + o_bias\n", {"N": 9}),
     "attn": ({"B": {"type": "const", "value": 1}, "H": {"type": "const", "value": 2}, "S": {"type": "var"},
               "D": {"type": "const", "value": 16}},
              {"q": (["B", "H", "S", "D"], "float32"), "k": (["B", "H", "S", "D"], "float32"),
@@ -69,7 +82,7 @@ SYNTHETIC = {
 }  # fmt: skip
 EXPECTED_FAMILY = {"softmax_t": "softmax", "layernorm_t": "layernorm", "swiglu_halves": "elementwise",
                    "linear_relu": "gemm", "linear_decode": "gemm", "attn": "attention", "mlp_gelu": "mlp",
-                   "mlp_relu_nobias": "mlp"}  # fmt: skip
+                   "mlp_relu_nobias": "mlp", "mha_block": "mha"}  # fmt: skip
 
 
 def write_problem(root: Path, name: str) -> Path:
@@ -217,7 +230,7 @@ _INTERPRET_SCRIPT = r"""
 import json, sys, types, torch
 sys.path.insert(0, sys.argv[1])
 from tests.test_agents_offline import SYNTHETIC, write_problem, run_solution_here, FIXTURE
-from agents.offline.templates import FAMILIES, build_solution
+from agents.offline.templates import FAMILIES, Binding, build_solution
 from agents.offline.graph import trace_ops
 from sol_bench.problem import load_problem
 import pathlib, tempfile
@@ -252,7 +265,8 @@ def test_triton_templates_are_correct_in_the_interpreter(tmp_path):
     pytest.importorskip("triton")
     from triton_interp import run_interpreted
 
-    names = ["rmsnorm_small", "softmax_t", "layernorm_t", "swiglu_halves", "linear_relu", "mlp_gelu", "mlp_relu_nobias"]
+    names = ["rmsnorm_small", "softmax_t", "layernorm_t", "swiglu_halves", "linear_relu", "mlp_gelu", "mlp_relu_nobias",
+             "mha_block"]
     result = run_interpreted(_INTERPRET_SCRIPT, names, timeout_s=240)
     assert all(result[n] >= 1 for n in names), result
 
@@ -372,3 +386,32 @@ def test_graph_wrapper_refreshes_every_static_input_in_place(problems):
     for s, a in zip(static, args):
         if isinstance(a, torch.Tensor):
             assert torch.equal(s, a) and s.data_ptr() != a.data_ptr()
+
+
+def test_bundled_vision_attention_block_binds_heads_by_probe_and_plans_triton_first():
+    """encoder_attention was Inductor-only (0.14× T_b, session 5): the MHA family binds it, the head count
+    (12, among the candidates 12 and 6) confirmed by the probe."""
+    from agents.offline.templates import mha
+
+    p = load_problem(Path(__file__).resolve().parents[1] / "data/problems/L2/encoder_attention_h768_heads12_n197_bf16")
+    sig = trace_ops(p)
+    assert [b.consts["heads"] for b in mha.match_mha(p, sig)] == [12, 6]
+    [b] = mha.FAMILY.match(p, sig)
+    assert b.consts == {"heads": 12, "head_dim": 64} and b.roles["wo"] == "wo" and b.roles["bk"] == "bk"
+    first = next(plan(p, "cuda:0"))
+    assert first.group.startswith("mha/triton/")
+    compile(first.solution.sources[0].content, "kernel.py", "exec")
+
+
+def test_mha_roles_come_from_one_letter_per_name_and_heads_from_the_reference():
+    from agents.offline.templates.mha import _letter, head_counts
+
+    names = {"wq": "q", "bk": "k", "v_proj_weight": "v", "o_bias": "o", "out_proj": "o", "qkv": None, "x": None}
+    assert {n: _letter(n) for n in names} == names
+    assert head_counts("HEADS = 12\nSCALE = 2", 768) == [12, 6]  # 2 heads would be 384 wide: out of range
+    assert head_counts("", 1152) == [18, 9]  # no literal: head dims 64 and 128 only
+    # the Triton kernel takes head dims of 16-128 in powers of two: a 72-wide head is left to the others
+    from agents.offline.templates.mha import FAMILY
+
+    triton = next(r for r in FAMILY.renderers if r.language == "triton")
+    assert not triton.accepts(Binding({}, {"heads": 16, "head_dim": 72})) and triton.accepts(Binding({}, {"heads": 12, "head_dim": 64}))

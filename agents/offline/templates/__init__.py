@@ -7,7 +7,7 @@ the candidates that reproduce the reference on the CPU (``probe.py``).
 
 from __future__ import annotations
 
-from . import attention, elementwise, matmul, mlp, rmsnorm, rope, rowwise
+from . import attention, elementwise, matmul, mha, mlp, rmsnorm, rope, rowwise
 from .base import Binding, Family, Renderer, build_solution
 
 FAMILIES: tuple[Family, ...] = (
@@ -17,6 +17,7 @@ FAMILIES: tuple[Family, ...] = (
     elementwise.FAMILY,
     matmul.GEMM,
     mlp.FAMILY,
+    mha.FAMILY,
     attention.ATTENTION,
     rope.ROPE,
 )

@@ -309,18 +309,14 @@ def _attn_merge(O, MW, LW, AW, sob, soh, sos, sod, HKV, SQ, NSPLIT,
 '''
 
 
-def render_attention_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
-    c = b.consts
-    q, k, v, o = b.roles["q"], b.roles["k"], b.roles["v"], out_name(problem)
+def triton_attention_source(c: Mapping[str, Any], p: Mapping[str, Any]) -> str:
+    """Module-level Triton source (after ``import os, torch, triton, triton.language as tl``) defining
+    ``_attention(q, k, v, o)`` for the semantics ``c`` (layout, scale, causal, gqa) and the launch
+    parameters ``p`` (block_m, block_n, split, num_warps, num_stages)."""
     shift = {False: "0", "top_left": "0", "bottom_right": "SKV - SQ"}[c["causal"]]
     qk_scale = c["scale"] * 1.4426950408889634  # log2(e): the kernel works in the exp2 domain
     qa, ka = LAYOUTS[c["layout"]]
-    return f"""import os
-
-import torch
-import triton
-import triton.language as tl
-{_HELPERS}
+    return f"""{_HELPERS}
 # Triton's CPU interpreter (the tests) multiplies bf16 tiles as raw 16-bit integers; compiled code never
 # takes the DOT_F32 branch.
 _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
@@ -367,19 +363,31 @@ def _plan(q, k, v, o):
 _PLANS = {{}}  # input layout -> _plan(...)
 
 
-{py_signature(problem)}
-    key = ({q}.shape, {q}.stride(), {k}.shape, {k}.stride(), {v}.stride(), {o}.stride(), {q}.dtype, {q}.device)
+def _attention(q, k, v, o):
+    key = (q.shape, q.stride(), k.shape, k.stride(), v.stride(), o.stride(), q.dtype, q.device)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = _plan({q}, {k}, {v}, {o})
+        plan = _PLANS[key] = _plan(q, k, v, o)
     if plan is None:
         return
     (grid, scalars, kw), merge, ws = plan
-    mw, lw, aw = ws or ({o}, {o}, {o})
-    _fwd_launch(grid, {q}, {k}, {v}, {o}, mw, lw, aw, *scalars, **kw)
+    mw, lw, aw = ws or (o, o, o)
+    _fwd_launch(grid, q, k, v, o, mw, lw, aw, *scalars, **kw)
     if merge is not None:
         grid, scalars, kw = merge
-        _merge_launch(grid, {o}, mw, lw, aw, *scalars, **kw)
+        _merge_launch(grid, o, mw, lw, aw, *scalars, **kw)
+"""
+
+
+TRITON_IMPORTS = "import os\n\nimport torch\nimport triton\nimport triton.language as tl\n"
+
+
+def render_attention_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
+    q, k, v, o = b.roles["q"], b.roles["k"], b.roles["v"], out_name(problem)
+    return f"""{TRITON_IMPORTS}{triton_attention_source(b.consts, p)}
+
+{py_signature(problem)}
+    _attention({q}, {k}, {v}, {o})
 """
 
 

@@ -1,0 +1,156 @@
+"""Multi-head self-attention blocks: out = SDPA(x·Wqᵀ+bq, x·Wkᵀ+bk, x·Wvᵀ+bv split into heads)·Woᵀ + bo.
+
+Reference shape: ops {mm×4, bmm or an SDPA op, softmax, views/transposes, casts, add, mul}; inputs x [B, N, D]
+shaped like the output, four [D, D] projection weights and optional [D] biases, told apart by the one letter
+of q/k/v/o in their names (``wq``, ``q_proj_weight``, ``bo``, ...). The head count is not in the shapes:
+the candidates are the reference's integer literals that split D into heads of 16–256, and D/64, D/128;
+the probe keeps the one (with the biases) that reproduces the reference. No mask, no causality, the
+default 1/sqrt(head_dim) scale (vision encoders); anything else fails the probe and binds nothing.
+Kernels (Triton): the three input projections as launches of the shared tiled GEMM (bias in its epilogue)
+into one [3, B·N, D] buffer, the flash-attention kernel of ``attention.py`` on its head views (layout
+``bshd``: no transposed copies), and the output projection GEMM into the output. Notes at the bottom.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from sol_bench.problem import Problem
+
+from ..graph import OpSignature
+from .attention import TRITON_HEAD_DIMS, TRITON_IMPORTS, triton_attention_source
+from .base import Binding, Family, Renderer, py_signature
+from .matmul import BIAS_EPILOGUE, triton_gemm_kernel
+
+_ALLOWED = {"mm", "addmm", "bmm", "baddbmm", "t", "transpose", "permute", "view", "_unsafe_view", "reshape", "expand",
+            "clone", "contiguous", "_to_copy", "add", "mul", "div", "_softmax", "_safe_softmax", "alias", "linear",
+            "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+            "_scaled_dot_product_flash_attention", "scaled_dot_product_attention", "split", "unbind", "select"}  # fmt: skip
+_LETTERS = ("q", "k", "v", "o")
+_INT = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
+
+
+def _letter(name: str) -> str | None:
+    """The one projection letter in a parameter name, its w/b prefix or weight/bias word left aside."""
+    core = re.sub(r"weight|bias|proj|^[wb]_?|_[wb]$", "", name.lower())
+    found = {c for c in core if c in _LETTERS}
+    return found.pop() if len(found) == 1 else None
+
+
+def _width(problem: Problem, name: str) -> int:
+    d = problem.definition
+    return d.inputs[name].concrete_shape(d.resolve_axes(problem.workloads[0].axes))[-1]
+
+
+def head_counts(reference: str, width: int) -> list[int]:
+    """Head counts to probe: integer literals of the reference that split ``width`` into heads of 16–256,
+    then the usual head dims' counts."""
+    out = [int(m) for m in _INT.findall(reference)]
+    out += [width // hd for hd in (64, 128) if width % hd == 0]
+    return list(dict.fromkeys(h for h in out if h > 0 and width % h == 0 and 16 <= width // h <= 256))
+
+
+def match_mha(problem: Problem, sig: OpSignature) -> list[Binding]:
+    if sig.ops.get("mm", 0) + sig.ops.get("addmm", 0) != 4 or not sig.only(_ALLOWED):
+        return []
+    if not (sig.has("bmm") or any("scaled_dot_product" in op for op in sig.ops)):
+        return []
+    d = problem.definition
+    if len(d.outputs) != 1 or not problem.workloads or any(s.is_scalar for s in d.inputs.values()):
+        return []
+    out = list(next(iter(d.outputs.values())).shape or [])
+    if len(out) != 3:
+        return []
+    tensors = {n: list(s.shape or []) for n, s in d.inputs.items()}
+    xs = [n for n, s in tensors.items() if s == out]
+    if len(xs) != 1:
+        return []
+    x, width = xs[0], out[-1]
+    roles: dict[str, str] = {"x": x}
+    for name, shape in tensors.items():
+        if name == x:
+            continue
+        letter = _letter(name)
+        kind = "w" if shape == [width, width] else "b" if shape == [width] else None
+        if letter is None or kind is None or f"{kind}{letter}" in roles:
+            return []
+        roles[f"{kind}{letter}"] = name
+    if any(f"w{c}" not in roles for c in _LETTERS):
+        return []
+    width = _width(problem, x)
+    return [Binding(roles, {"heads": h, "head_dim": width // h}) for h in head_counts(d.reference, width)]
+
+
+def _out(problem: Problem) -> str:
+    return next(iter(problem.definition.outputs))
+
+
+def render_pytorch(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
+    r = b.roles
+    proj = {c: f"F.linear({r['x']}, {r['w' + c]}, {r.get('b' + c, 'None')})" for c in "qkv"}
+    return f"""import torch
+import torch.nn.functional as F
+
+{py_signature(problem)}
+    B, N, D = {r["x"]}.shape
+    H = {b.consts["heads"]}
+    q, k, v = (t.view(B, N, H, D // H).transpose(1, 2) for t in ({proj["q"]}, {proj["k"]}, {proj["v"]}))
+    o = F.scaled_dot_product_attention(q, k, v)
+    {_out(problem)}.copy_(F.linear(o.transpose(1, 2).reshape(B, N, D), {r["wo"]}, {r.get("bo", "None")}))
+"""
+
+
+def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
+    r, y, heads = b.roles, _out(problem), b.consts["heads"]
+    attn = {"layout": "bshd", "scale": b.consts["head_dim"] ** -0.5, "causal": False, "gqa": "interleave"}
+    tiles = f"BM={p['bm']}, BN={p['bn']}, BK={p['bk']}, GROUP=8, num_warps={p['num_warps']}, num_stages={p['stages']}"
+    launches = []
+    for i, c in enumerate("qkv"):
+        kernel = "_proj_bias" if f"b{c}" in r else "_proj"
+        launches.append(f"_launch[{kernel!r}](grid, a2, {r['w' + c]}, {r.get('b' + c, 'a2')}, qkv[{i}], M, D, D, "
+                        f"a2.stride(0), a2.stride(1), {r['w' + c]}.stride(1), {r['w' + c]}.stride(0), D, 1, {tiles})")
+    out_kernel = "_proj_bias" if "bo" in r else "_proj"
+    body = "\n    ".join(launches)
+    return f"""{TRITON_IMPORTS}{triton_attention_source(attn, p)}
+{triton_gemm_kernel("_proj_bias", [BIAS_EPILOGUE])}
+{triton_gemm_kernel("_proj", [])}
+_launch = {{"_proj_bias": _Launcher(_proj_bias), "_proj": _Launcher(_proj)}}
+
+
+{py_signature(problem)}
+    B, N, D = {r["x"]}.shape
+    H = {heads}
+    M = B * N
+    if M == 0 or D == 0:
+        return
+    a2 = {r["x"]}.reshape(M, D)
+    qkv = torch.empty((3, M, D), dtype={r["x"]}.dtype, device={r["x"]}.device)
+    grid = (triton.cdiv(M, {p["bm"]}) * triton.cdiv(D, {p["bn"]}),)
+    {body}
+    o = torch.empty((M, D), dtype={r["x"]}.dtype, device={r["x"]}.device)
+    q, k, v = (t.view(B, N, H, D // H) for t in qkv)
+    _attention(q, k, v, o.view(B, N, H, D // H))
+    c2 = {y}.view(M, D)
+    _launch[{out_kernel!r}](grid, o, {r["wo"]}, {r.get("bo", "o")}, c2, M, D, D, o.stride(0), o.stride(1),
+                            {r["wo"]}.stride(1), {r["wo"]}.stride(0), c2.stride(0), c2.stride(1), {tiles})
+"""
+
+
+FAMILY = Family(
+    name="mha",
+    candidates=match_mha,
+    renderers=(
+        Renderer("pytorch", False, {}, render_pytorch),
+        Renderer(
+            "triton", True,
+            {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4,), "stages": (3,),
+             "block_m": (64,), "block_n": (64,), "split": ("auto",), "num_stages": (2,)},
+            render_triton, accepts=lambda b: b.consts["head_dim"] in TRITON_HEAD_DIMS,
+        ),  # fmt: skip
+    ),
+)
+
+# Notes: the Triton attention kernel's num_warps comes from the same grid key as the GEMMs' (4), its own
+# block sizes and stages from block_m/block_n/num_stages. The projections are three launches of one kernel;
+# a launch that computes all three (a third grid axis over the weights) would save two launches' host time.
