@@ -178,8 +178,8 @@ def below_sol_on_host_clock(upper_ms: float, noise_ms: float, bound_ms: float) -
     """Whether a host-clock time proves a call beat the speed-of-light bound.
 
     `upper_ms` is the median call less the *fastest* empty call, so it over-states the candidate's own time;
-    `noise_ms` is the jitter of the empty calls (or a floor, whichever is larger). A bound inside it is below what the clock resolves
-    (tiny CPU workloads have T_SOL of nanoseconds), so it proves nothing either way.
+    `noise_ms` is the jitter of the empty calls (or a floor, whichever is larger). A bound inside it is below
+    what the clock resolves (tiny CPU workloads have T_SOL of nanoseconds), so it proves nothing either way.
     """
     return bound_ms > noise_ms and upper_ms < bound_ms
 

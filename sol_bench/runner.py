@@ -193,10 +193,10 @@ def start_worker(
                 raise JudgeError(f"the candidate process failed before loading the candidate: {e}") from e
             walls.append((time.perf_counter() - p0) * 1e3)
             gaps.append(max(0.0, float(r[2]) - float(r[1])))
-        worker.noop_wall_ms = sorted(walls)[len(walls) // 2]
-        worker.noop_wall_min_ms = min(walls)
         ordered = sorted(walls)
-        worker.noop_wall_spread_ms = ordered[3 * len(walls) // 4] - ordered[len(walls) // 4]
+        worker.noop_wall_ms = ordered[len(ordered) // 2]
+        worker.noop_wall_min_ms = ordered[0]
+        worker.noop_wall_spread_ms = ordered[3 * len(ordered) // 4] - ordered[len(ordered) // 4]
         worker.noop_gap_ms = sorted(gaps)[len(gaps) // 2]
         reply = worker.request(("load",), timeout_s)
     except BaseException:
