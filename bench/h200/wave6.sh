@@ -1,9 +1,10 @@
 #!/bin/bash
 # One H200, session 6 plan (written with no device time left in session 6; run in the next session).
-# PART=A (~8 min): the pre-roll overlap hole and the profiler-restart cheat under each CUDA timer (CUPTI
-#   window, events + device pre-roll, events + stream pre-roll), the timers A/B on reference variants, then
-#   the whole GPU suite under the CUPTI window if it held there (else events + device pre-roll).
-# PART=B (~9 min): T_b of OFFLINE_SET under the CUPTI window (bench/measure_tb.py, JSON lines kept as they
+# PART=A (at most 3x55 + 90 + 250 s, under a call's 600 s): the pre-roll overlap hole and the
+#   profiler-restart cheat under each CUDA timer (CUPTI window, events + device pre-roll, events + stream
+#   pre-roll), the timers A/B on reference variants, then the whole GPU suite under the CUPTI window if it
+#   held there (else events + device pre-roll).
+# PART=B (at most 200 + 300 s): T_b of OFFLINE_SET under the CUPTI window (bench/measure_tb.py, JSON lines kept as they
 #   come), then the offline agents on SET (default FIRST8) judged with the CUPTI window against it.
 # PART=C: as B on SET=LAST8; STATE=DIR (in the carried tree) holds B's tb_cupti.jsonl to go on from.
 # Everything lands in /tmp/wave6 and comes back as one tarball (a call returns at most 8 files), with the
@@ -18,7 +19,7 @@ if [ "$PART" = A ]; then
   declare -A held
   for setting in "cupti stream" "events device" "events stream"; do
     set -- $setting
-    timeout ${HOLE_TIMEOUT:-60} python3 bench/judge_gpu_suite.py --only preroll_overlap --only rmsnorm_wide_graph \
+    timeout ${HOLE_TIMEOUT:-55} python3 bench/judge_gpu_suite.py --only preroll_overlap --only rmsnorm_wide_graph \
         --only profiler_restart --only rmsnorm_wide_pytorch --timer $1 --preroll-kind $2 --staging-root /tmp/hole_$1_$2 \
         --out "$R/hole_$1_$2.md" > "$R/hole_$1_$2.log" 2>&1
     rc=$?; held["$1 $2"]=$rc
@@ -31,10 +32,10 @@ if [ "$PART" = A ]; then
     find /tmp/hole_cupti_stream -name 'worker-*.log' | head -4 | xargs -r tail -n 30 > "$R/cupti_worker_logs.txt" 2>&1
     head -c 3000 "$R/cupti_worker_logs.txt"
   fi
-  timeout ${AB_TIMEOUT:-120} python3 bench/preroll_ab.py $PROFILE_SET --device cuda --preroll 0 --preroll 20 --cupti \
+  timeout ${AB_TIMEOUT:-90} python3 bench/preroll_ab.py $PROFILE_SET --device cuda --preroll 0 --preroll 20 --cupti \
       -o "$R/timer_ab.md" > "$R/timer_ab.log" 2>&1
   echo "timer ab rc=$?" >> "$R/timer_ab.log"; cat "$R/timer_ab.md" 2>/dev/null || tail -20 "$R/timer_ab.log"
-  timeout ${SUITE_TIMEOUT:-280} python3 bench/judge_gpu_suite.py $SUITE_ARGS --staging-root /tmp/suite \
+  timeout ${SUITE_TIMEOUT:-250} python3 bench/judge_gpu_suite.py $SUITE_ARGS --staging-root /tmp/suite \
       --out "$R/suite.md" > "$R/suite.log" 2>&1
   echo "suite ($SUITE_ARGS) rc=$?" >> "$R/suite.log"; cat "$R/suite.md" 2>/dev/null || tail -30 "$R/suite.log"
   cp "$R/suite.md" "$R/timer_ab.md" "$OUT/" 2>/dev/null
