@@ -33,7 +33,7 @@ from sol_bench.judge import JudgeConfig, evaluate  # noqa: E402
 from sol_bench.models import Solution  # noqa: E402
 from sol_bench.problem import Problem, find_problems, load_problem  # noqa: E402
 from sol_bench.score import sol_score  # noqa: E402
-from sol_bench.timing import LAUNCH_PREROLL_US  # noqa: E402
+from sol_bench.timing import LAUNCH_PREROLL_US, TIMERS  # noqa: E402
 
 
 @dataclass
@@ -215,7 +215,7 @@ def main() -> int:
     ap.add_argument("--max-workloads", type=int, help="judge only the N smallest workloads of each problem")
     ap.add_argument("--preroll-us", type=float, default=LAUNCH_PREROLL_US,
                     help="the judge's CUDA launch pre-roll (sol_bench.timing); 0 opens the window at the host call")
-    ap.add_argument("--timer", choices=("events", "cupti"), default="events",
+    ap.add_argument("--timer", choices=TIMERS, default="events",
                     help="the judge's CUDA timer (sol_bench.timing.TIMERS); --baselines should use the same one")
     ap.add_argument("-o", "--output", type=Path, default=Path("offline_agents.md"))
     ap.add_argument("--prebuild-jobs", type=int, default=0,

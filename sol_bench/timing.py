@@ -199,11 +199,15 @@ class CudaTimer:
 TIMERS = ("events", "cupti")  # CUDA events around the call after a pre-roll | upstream's CUPTI device window
 
 
+def check_timer(timer: str) -> None:
+    if timer not in TIMERS:
+        raise ValueError(f"unknown timer {timer!r}: choose from {', '.join(TIMERS)}")
+
+
 def make_cuda_timer(device: torch.device, timer: str = "events", preroll_us: float = LAUNCH_PREROLL_US,
                     preroll_kind: str = "stream"):
     """The CUDA timer of this kind; both have ``time(fn) -> (ms, ms_until_idle, flags)``."""
-    if timer not in TIMERS:
-        raise ValueError(f"unknown timer {timer!r}: choose from {', '.join(TIMERS)}")
+    check_timer(timer)
     if timer == "cupti":
         from .device_window import DeviceWindowTimer
 
@@ -213,6 +217,7 @@ def make_cuda_timer(device: torch.device, timer: str = "events", preroll_us: flo
 
 def timing_method(timer: str, preroll_us: float, preroll_kind: str = "stream") -> str:
     """The method name recorded in traces and baselines for a CUDA timer."""
+    check_timer(timer)
     if timer == "cupti":
         from .device_window import METHOD
 
@@ -235,8 +240,7 @@ def time_callable(
     device = torch.device(device)
     if iterations < 1:
         raise ValueError("iterations must be >= 1")
-    if timer not in TIMERS:
-        raise ValueError(f"unknown timer {timer!r}: choose from {', '.join(TIMERS)}")
+    check_timer(timer)
     if device.type == "cuda":
         flusher = L2Flusher(device) if flush_l2 else None
         clock = make_cuda_timer(device, timer, preroll_us, preroll_kind)

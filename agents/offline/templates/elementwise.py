@@ -64,7 +64,7 @@ def match(problem: Problem, sig: OpSignature) -> list[Binding]:
     return [Binding(roles, {"act": act, "gated": True, **consts}) for roles, consts in structures for act in acts]
 
 
-def _one_act_per_structure(bindings: list[Binding]) -> list[Binding]:
+def one_act_per_structure(bindings: list[Binding]) -> list[Binding]:
     """Exact and tanh GELU agree within most tolerances: keep the first (best-hinted) passing activation."""
     seen: set[tuple[Any, ...]] = set()
     out = []
@@ -197,7 +197,7 @@ def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
 FAMILY = Family(
     name="elementwise",
     candidates=match,
-    prune=_one_act_per_structure,
+    prune=one_act_per_structure,
     renderers=(
         Renderer("pytorch", False, {}, render_pytorch),
         Renderer("triton", True, {"block": (1024, 4096), "num_warps": (4, 8)}, render_triton),

@@ -19,7 +19,7 @@ from sol_bench.problem import Problem
 
 from ..graph import OpSignature
 from .base import Binding, Family, Renderer, py_signature, triton_launcher
-from .elementwise import ACTS as ELEMENTWISE_ACTS
+from .elementwise import ACTS as ELEMENTWISE_ACTS, one_act_per_structure
 from .matmul import BIAS_EPILOGUE, triton_gemm_kernel
 
 _ALLOWED = {"mm", "addmm", "matmul", "t", "permute", "transpose", "_to_copy", "add", "mul", "div", "pow", "rsub",
@@ -140,18 +140,6 @@ _down_launch = _Launcher(_down)
 """
 
 
-def _one_act_per_structure(bindings: list[Binding]) -> list[Binding]:
-    """Exact and tanh GELU (or SiLU and quick GELU at loose tolerances) may both pass: keep the best-hinted."""
-    seen: set[tuple[tuple[str, str], ...]] = set()
-    out = []
-    for b in bindings:
-        key = tuple(sorted(b.roles.items()))
-        if key not in seen:
-            seen.add(key)
-            out.append(b)
-    return out
-
-
 FAMILY = Family(
     name="mlp",
     candidates=match_mlp,
@@ -163,7 +151,7 @@ FAMILY = Family(
             render_triton,
         ),  # fmt: skip
     ),
-    prune=_one_act_per_structure,
+    prune=one_act_per_structure,
 )
 
 # Notes: the reference rounds x·W1ᵀ to the input dtype before adding b1 and again after; the fused epilogue
