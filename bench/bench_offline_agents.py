@@ -44,6 +44,7 @@ class Result:
     vs_tb: list[float]
     sol: list[float]
     latencies: dict[str, float] = field(default_factory=dict)  # workload uuid -> T_k ms
+    reasons: list[str] = field(default_factory=list)  # one line per failed workload: status and the judge's why
     seconds: float = 0.0  # the judge's wall time for this candidate
     host_bound: dict[str, float] = field(default_factory=dict)  # workload uuid -> share of host-bound timed calls
     t_sol: dict[str, float] = field(default_factory=dict)  # workload uuid -> T_SOL ms
@@ -72,6 +73,8 @@ def judge(problem: Problem, solution_json: str, config: JudgeConfig, baselines: 
     for trace in traces:
         ev = trace["evaluation"]
         res.statuses.append(ev["status"])
+        if ev["status"] != "PASSED":
+            res.reasons.append(f'{ev["status"]}: {(ev.get("reason") or ev.get("log") or "")[-300:]}')
         perf = ev.get("performance") or {}
         t_k = perf.get("latency_ms")
         if not t_k:
@@ -105,7 +108,7 @@ def confirm(problem: Problem, best: Result, solution_json: str, n: int, config: 
             res.vs_tb.append(t_b / t_k)
             if u in best.t_sol:
                 res.sol.append(sol_score(t_k, t_b, best.t_sol[u]).sol_score)
-    return res, [r.latencies if r.passed else {"failed": r.statuses} for r in runs]
+    return res, [r.latencies if r.passed else {"failed": r.statuses, "reasons": r.reasons} for r in runs]
 
 
 def likely_candidates(problem: Problem, device: str, n: int) -> list[Solution]:
@@ -269,6 +272,8 @@ def main() -> int:
             lat = ", ".join(f"{v:.4f}" for v in r.latencies.values())
             print(f"{problem.name}: {cand.solution.name}: {sorted(set(r.statuses))} "
                   f"speedup {fmt(geomean(r.speedups))} T_k ms {lat or '–'} ({r.seconds:.0f} s)", flush=True)  # fmt: skip
+            for why in dict.fromkeys(r.reasons):
+                print(f"  {why}", flush=True)
             if args.problem_seconds and time.monotonic() - t0 > args.problem_seconds:
                 break
         passing = [r for r in results if r.passed]
@@ -283,6 +288,8 @@ def main() -> int:
             print(f"{problem.name}: {best.name} judged {len(runs_ms)} times, ms: "
                   + " ".join("failed" if "failed" in x else f"{geomean(list(x.values())):.4f}" for x in runs_ms),
                   flush=True)  # fmt: skip
+            for why in dict.fromkeys(w for x in runs_ms for w in x.get("reasons", [])):
+                print(f"  {why}", flush=True)
         sol = sorted(best.sol)[len(best.sol) // 2] if best.sol else None
         save({"problem": problem.name, "best": best.name.removeprefix(problem.name + "__"), "passed": len(passing),
               "tried": len(results), "speedup": geomean(best.speedups), "vs_tb": geomean(best.vs_tb),

@@ -109,6 +109,15 @@ def _if_passed(e: corpus.Entry, kind: str) -> dict:
     return dict(meta.get("if_passed", {}).get(kind, {}))
 
 
+def select(cases: list[Case], only: list[str]) -> list[Case]:
+    """The cases whose labels contain any of ``only``, plus the honest cases their PASSED verdicts are
+    compared with (a conditional cheat cannot be judged alone), in the suite's order."""
+    chosen = {c.label for c in cases if any(o in c.label for o in only)}
+    chosen |= {c.if_passed["at_least_fraction_of"] for c in cases
+               if c.label in chosen and c.if_passed.get("at_least_fraction_of")}  # fmt: skip
+    return [c for c in cases if c.label in chosen]
+
+
 def check_honest_timing(results: list[Result]) -> None:
     """A cheat that PASSED must show an honest latency; otherwise its result becomes an error."""
     by_label = {r.case.label: r for r in results}
@@ -278,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per solution")
     p.add_argument("--jobs", type=int, default=1, help="solutions judged at once (more skews GPU timings)")
     p.add_argument("--all-corpus", action="store_true", help="also every honest/cheat entry with a CUDA verdict")
-    p.add_argument("--only", action="append", help="run only labels containing this text (repeatable)")
+    p.add_argument("--only", action="append", help="run only labels containing this text (repeatable), with the honest cases they are compared with")
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--out", type=Path, help="write the Markdown table here")
     p.add_argument("--preroll-kind", choices=("stream", "device"), default="stream", help="the judge's launch pre-roll")
@@ -290,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cases = build_cases(work, "cuda", args.workloads, args.all_corpus)
         if args.only:
-            cases = [c for c in cases if any(o in c.label for o in args.only)]
+            cases = select(cases, args.only)
         if args.dry_run:
             code = dry_run(cases, args.device, args.iterations, args.warmup, args.staging_root, args.preroll_kind, args.timer)
             if args.out:

@@ -184,6 +184,22 @@ def below_sol_on_host_clock(upper_ms: float, noise_ms: float, bound_ms: float) -
     return bound_ms > noise_ms and upper_ms < bound_ms
 
 
+def clock_disagreement(reported_ms: float, call_wall_ms: float, empty_wall_ms: float) -> str | None:
+    """Why the judge's clock contradicts a reported time, or None: a backstop for gross lies only.
+
+    `call_wall_ms` and `empty_wall_ms` are the judge-clock medians of a timed request and of an empty one
+    (same path, nothing called). Real calls also pay GPU context switches between the judge's and the
+    candidate's process that the empty call does not (about 0.5 ms seen on an H200), hence the slack.
+    """
+    excess = call_wall_ms - empty_wall_ms
+    if reported_ms * 3 + 1.0 < excess:
+        return (
+            f"reported {reported_ms:.4f} ms per call but the judge's clock saw {excess:.4f} ms more than an empty "
+            f"call ({call_wall_ms:.4f} against {empty_wall_ms:.4f} ms; timer tampering)"
+        )
+    return None
+
+
 # --------------------------------------------------------------------------------------- buffers
 
 
@@ -341,8 +357,17 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
     rng = random.Random(sub_seed(st.wseed, "sample"))
     sampled = {i for i in range(cfg.iterations) if rng.random() < 1.0 / max(1, cfg.check_every)}
     sampled.add(cfg.iterations - 1)
-    samples, walls, leaks, host_bound = [], [], [], 0
+    samples, walls, leaks, host_bound, late_empty = [], [], [], 0, []
+    # Under the CUPTI window every timed request opens and closes a profiler session, whose cost drifts
+    # in a long-lived process (about 1 ms above the empty calls measured before load, on an H200): empty
+    # requests interleaved with the timed ones are then the fair comparison for the clock backstop.
+    empty_every = 4 if ctx.device.type == "cuda" and cfg.timer == "cupti" else 0
     for i in range(cfg.iterations):
+        if empty_every and i % empty_every == 0:
+            st.sync()
+            p0 = time.perf_counter()
+            worker.request(("time_noop",), st.remaining())
+            late_empty.append((time.perf_counter() - p0) * 1e3)
         j = i % n_sets
         st.refill(j, sub_seed(st.wseed, "timed", i))
         check = st.prepare_check(j) if i in sampled else None
@@ -379,7 +404,6 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
     method = timing_method(cfg.timer, cfg.launch_preroll_us, cfg.preroll_kind) if on_cuda else "judge_perf_counter"
     stats = summarize(samples, method)
     # Both checks compare with a no-op iteration measured before the candidate's code was loaded.
-    excess_wall = statistics.median(walls) - worker.noop_wall_ms
     if ctx.device.type == "cuda":
         # Side-stream work is timed (above); only a gross leak, work hidden on purpose, is flagged.
         leak = statistics.median(leaks) - worker.noop_gap_ms
@@ -387,13 +411,9 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
             raise RewardHack(
                 f"work continued on another stream {leak:.3f} ms after the timed stream finished (side stream)"
             )
-        # A backstop for gross lies only: real iterations also pay GPU context switches between the judge's
-        # and the candidate's process that the empty call does not (about 0.5 ms seen on an H200).
-        if stats.median_ms * 3 + 1.0 < excess_wall:
-            raise RewardHack(
-                f"reported {stats.median_ms:.4f} ms per call but the judge's clock saw {excess_wall:.4f} ms more than "
-                "an empty call (timer tampering)"
-            )
+        empty_ms = statistics.median(late_empty) if late_empty else worker.noop_wall_ms
+        if (why := clock_disagreement(stats.median_ms, statistics.median(walls), empty_ms)) is not None:
+            raise RewardHack(why)
     t_sol, hw_name, sol_note = _sol_floor(ctx, w)
     margin = cfg.measured_sol_margin if (hw_name or "").startswith("measured") else cfg.sol_margin
     if t_sol is not None:

@@ -205,7 +205,8 @@ def main() -> None:
                     torch.cuda.synchronize(device)
                 reply("ok")
             elif op in ("time", "time_noop"):
-                # time_noop: the same path with nothing called, for the judge's calibration before load
+                # time_noop: the same path with nothing called, for the judge's calibration (before load; under
+                # the CUPTI window, also between timed calls)
                 j = msg[1] if op == "time" else None
                 call = (lambda: invoke(j)) if j is not None else (lambda: None)
                 flags = []

@@ -369,6 +369,7 @@ def test_bundled_vision_mlps_bind_their_activation_and_plan_triton_first():
     src = first.solution.sources[0].content
     assert first.group.startswith("mlp/triton/") and "def _up(" in src and "def _down(" in src
     assert "tl.sigmoid(1.702 * v)" in src  # quick GELU in the first GEMM's epilogue
+    assert "def _run_once(" in src and "graph.replay()" in src
     compile(src, "kernel.py", "exec")
 
 
@@ -388,6 +389,25 @@ def test_graph_wrapper_refreshes_every_static_input_in_place(problems):
             assert torch.equal(s, a) and s.data_ptr() != a.data_ptr()
 
 
+def test_graph_replayed_triton_files_call_straight_through_off_cuda():
+    """Multi-launch Triton files replay their launches as one CUDA graph keyed by the buffers; off CUDA
+    (the CPU interpreter, CPU tensors) ``run`` is the rendered launches themselves, unchanged."""
+    from agents.offline.templates.base import graph_replayed
+
+    src = graph_replayed("import torch\n\ndef run(x, out):\n    out.copy_(x * 2)\n")
+    module = types.ModuleType("graph_replayed_under_test")
+    exec(compile(src, "kernel.py", "exec"), module.__dict__)
+    x, out = torch.arange(4.0), torch.zeros(4)
+    module.run(x, out)
+    assert torch.equal(out, x * 2) and module._graphs == {}
+    # the key tells buffers apart by address, shape, strides and dtype, and scalars by value
+    y = torch.zeros(2, 3)
+    assert module._graph_key((y, 1.0)) != module._graph_key((y.t(), 1.0)) != module._graph_key((y, 2.0))
+    assert module._graph_key((y, 1.0)) != module._graph_key((torch.zeros(2, 3), 1.0))
+    with pytest.raises(ValueError, match="def run"):
+        graph_replayed("def kernel(x):\n    pass\n")
+
+
 def test_bundled_vision_attention_block_binds_heads_by_probe_and_plans_triton_first():
     """encoder_attention was Inductor-only (0.14× T_b, session 5): the MHA family binds it, the head count
     (12, among the candidates 12 and 6) confirmed by the probe."""
@@ -400,7 +420,9 @@ def test_bundled_vision_attention_block_binds_heads_by_probe_and_plans_triton_fi
     assert b.consts == {"heads": 12, "head_dim": 64} and b.roles["wo"] == "wo" and b.roles["bk"] == "bk"
     first = next(plan(p, "cuda:0"))
     assert first.group.startswith("mha/triton/")
-    compile(first.solution.sources[0].content, "kernel.py", "exec")
+    src = first.solution.sources[0].content
+    assert "def _run_once(" in src and "graph.replay()" in src  # five launches: replayed as one graph
+    compile(src, "kernel.py", "exec")
 
 
 def test_mha_roles_come_from_one_letter_per_name_and_heads_from_the_reference():

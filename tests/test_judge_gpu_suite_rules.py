@@ -42,3 +42,18 @@ def test_a_missing_honest_case_is_an_error_not_a_pass():
     lone = _result(suite, "gpu/cheat", {"w": "PASSED"}, {"w": 1.0}, {"at_least_fraction_of": "gpu/absent"})
     suite.check_honest_timing([lone])
     assert not lone.ok and "did not run" in lone.error
+
+
+def test_selecting_a_conditional_cheat_brings_its_honest_case_along():
+    # session 7: `--only side_stream` ran the cheat without gpu/rmsnorm_wide_pytorch, so its PASSED could
+    # not be judged; the selection now adds the case it is compared with, in the suite's order
+    suite = _suite()
+
+    def case(label, if_passed=None):
+        return suite.Case(label, "p", Path("x.json"), {"*": "PASSED"}, [], ["pytorch"], if_passed or {})
+
+    cases = [case("gpu/honest"), case("gpu/other"), case("gpu/side", {"at_least_fraction_of": "gpu/honest"}),
+             case("gpu/floor_only", {"at_least_ms": 1.0})]  # fmt: skip
+    assert [c.label for c in suite.select(cases, ["side"])] == ["gpu/honest", "gpu/side"]
+    assert [c.label for c in suite.select(cases, ["floor_only"])] == ["gpu/floor_only"]
+    assert [c.label for c in suite.select(cases, ["other", "side"])] == ["gpu/honest", "gpu/other", "gpu/side"]

@@ -20,7 +20,7 @@ from sol_bench.correctness import compare
 from sol_bench.dtypes import DType
 from sol_bench.errors import RewardHack, WorkloadError, WrongDtype, WrongNumbers, WrongShape
 from sol_bench.inputs import InputContext, make_inputs, read_safetensors
-from sol_bench.judge import below_sol_on_host_clock, evaluate
+from sol_bench.judge import below_sol_on_host_clock, clock_disagreement, evaluate
 from sol_bench.models import Definition, Solution, Status, Tolerance, Workload
 from sol_bench.problem import load_problem, load_workloads
 from sol_bench.reference import load_reference
@@ -47,6 +47,19 @@ def test_host_clock_sol_check_ignores_bounds_inside_the_clock_noise():
     assert below_sol_on_host_clock(upper_ms=-0.001, noise_ms=0.012, bound_ms=0.5)
     # ...and leaves an honest one that takes longer than the bound alone.
     assert not below_sol_on_host_clock(upper_ms=0.6, noise_ms=0.012, bound_ms=0.5)
+
+
+def test_clock_backstop_compares_with_the_empty_call_it_is_given():
+    # The H200 false alarm (2026-12-01, CUPTI window): a 3 µs RoPE kernel whose timed requests took 1.05 ms
+    # more than the empty requests measured before load. Against empty requests timed beside them (the same
+    # profiler-session cost) the same calls pass; a call that hides milliseconds of work still fails.
+    why = clock_disagreement(0.0030, call_wall_ms=2.40, empty_wall_ms=1.35)
+    assert why is not None and "1.0500 ms more" in why and "timer tampering" in why
+    assert clock_disagreement(0.0030, call_wall_ms=2.40, empty_wall_ms=2.30) is None
+    assert clock_disagreement(0.0030, call_wall_ms=12.40, empty_wall_ms=2.30) is not None
+    # the slack grows with the reported time: a 2 ms kernel may take 6 ms more on the clock, not 8
+    assert clock_disagreement(2.0, call_wall_ms=7.5, empty_wall_ms=0.5) is None
+    assert clock_disagreement(2.0, call_wall_ms=8.5, empty_wall_ms=0.5) is not None
 
 
 def test_compare_atol_rtol_bounds():

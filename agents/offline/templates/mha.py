@@ -20,7 +20,7 @@ from sol_bench.problem import Problem
 
 from ..graph import OpSignature
 from .attention import TRITON_HEAD_DIMS, TRITON_IMPORTS, triton_attention_source
-from .base import Binding, Family, Renderer, py_signature
+from .base import Binding, Family, Renderer, graph_replayed, py_signature
 from .matmul import BIAS_EPILOGUE, triton_gemm_kernel
 
 _ALLOWED = {"mm", "addmm", "bmm", "baddbmm", "t", "transpose", "permute", "view", "_unsafe_view", "reshape", "expand",
@@ -101,7 +101,7 @@ import torch.nn.functional as F
 """
 
 
-def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
+def _render_launches(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     r, y, heads = b.roles, _out(problem), b.consts["heads"]
     attn = {"layout": "bshd", "scale": b.consts["head_dim"] ** -0.5, "causal": False, "gqa": "interleave"}
     tiles = f"BM={p['bm']}, BN={p['bn']}, BK={p['bk']}, GROUP=8, num_warps={p['num_warps']}, num_stages={p['stages']}"
@@ -137,6 +137,11 @@ _launch = {{"_proj_bias": _Launcher(_proj_bias), "_proj": _Launcher(_proj)}}
 """
 
 
+def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
+    source = _render_launches(problem, b, p)
+    return graph_replayed(source) if p.get("graph") else source
+
+
 FAMILY = Family(
     name="mha",
     candidates=match_mha,
@@ -145,7 +150,7 @@ FAMILY = Family(
         Renderer(
             "triton", True,
             {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4,), "stages": (3,),
-             "block_m": (64,), "block_n": (64,), "split": ("auto",), "num_stages": (2,)},
+             "block_m": (64,), "block_n": (64,), "split": ("auto",), "num_stages": (2,), "graph": (True, False)},
             render_triton, accepts=lambda b: b.consts["head_dim"] in TRITON_HEAD_DIMS,
         ),  # fmt: skip
     ),

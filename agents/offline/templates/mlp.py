@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import Binding, Family, Renderer, py_signature, triton_launcher
+from .base import Binding, Family, Renderer, graph_replayed, py_signature, triton_launcher
 from .elementwise import ACTS as ELEMENTWISE_ACTS, one_act_per_structure
 from .matmul import BIAS_EPILOGUE, triton_gemm_kernel
 
@@ -105,7 +105,7 @@ def _gemm_kernel(name: str, bias: bool, act: str | None) -> str:
     return triton_gemm_kernel(name, epilogue)
 
 
-def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
+def _render_launches(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     r, y = b.roles, _out(problem)
     x, w1, w2, b1, b2 = r["x"], r["w1"], r["w2"], r.get("b1"), r.get("b2")
     tiles = f"BM={p['bm']}, BN={p['bn']}, BK={p['bk']}, GROUP=8, num_warps={p['num_warps']}, num_stages={p['stages']}"
@@ -140,6 +140,11 @@ _down_launch = _Launcher(_down)
 """
 
 
+def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
+    source = _render_launches(problem, b, p)
+    return graph_replayed(source) if p.get("graph") else source
+
+
 FAMILY = Family(
     name="mlp",
     candidates=match_mlp,
@@ -147,7 +152,7 @@ FAMILY = Family(
         Renderer("pytorch", False, {}, render_pytorch),
         Renderer(
             "triton", True,
-            {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4, 8), "stages": (3, 4)},
+            {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4, 8), "stages": (3, 4), "graph": (True, False)},
             render_triton,
         ),  # fmt: skip
     ),
