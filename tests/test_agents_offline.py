@@ -38,6 +38,10 @@ SYNTHETIC = {
                       {"x": (["T", "I2"], "bfloat16")}, {"y": (["T", "I"], "bfloat16")},
                       "import torch\nimport torch.nn.functional as F\n\ndef run(x):\n"
                       "    g, u = x.chunk(2, dim=-1)\n    return F.silu(g) * u\n", {"T": 7}),
+    "gelu_tanh_plain": ({"T": {"type": "var"}, "F": {"type": "const", "value": 48}},
+                        {"x": (["T", "F"], "bfloat16")}, {"y": (["T", "F"], "bfloat16")},
+                        "import torch\nimport torch.nn.functional as F\n\ndef run(x):\n"
+                        "    return F.gelu(x, approximate='tanh')\n", {"T": 5}),
     "linear_relu": ({"M": {"type": "var"}, "K": {"type": "const", "value": 48}, "N": {"type": "const", "value": 40}},
                     {"x": (["M", "K"], "float32"), "w": (["N", "K"], "float32"), "b": (["N"], "float32")},
                     {"y": (["M", "N"], "float32")},
@@ -73,6 +77,19 @@ SYNTHETIC = {
                   "    v = (x @ v_weight.t() + v_bias).view(b, n, HEADS, d // HEADS).transpose(1, 2)\n"
                   "    o = F.scaled_dot_product_attention(q, k, v)\n"
                   "    return o.transpose(1, 2).reshape(b, n, d) @ o_weight.t() + o_bias\n", {"N": 9}),
+    # every projection biased: the three input projections run as one launch (the three-way GEMM)
+    "mha_block_biased": ({"B": {"type": "const", "value": 2}, "N": {"type": "var"}, "D": {"type": "const", "value": 32}},
+                         {"x": (["B", "N", "D"], "float32"),
+                          **{f"{c}_{kind}": (["D", "D"] if kind == "weight" else ["D"], "float32")
+                             for c in "qkvo" for kind in ("weight", "bias")}},
+                         {"out": (["B", "N", "D"], "float32")},
+                         "import torch\nimport torch.nn.functional as F\n\nHEADS = 2\n\n"
+                         "def run(x, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight, o_bias):\n"
+                         "    b, n, d = x.shape\n"
+                         "    q, k, v = ((x @ w.t() + bias).view(b, n, HEADS, d // HEADS).transpose(1, 2)\n"
+                         "               for w, bias in ((q_weight, q_bias), (k_weight, k_bias), (v_weight, v_bias)))\n"
+                         "    o = F.scaled_dot_product_attention(q, k, v)\n"
+                         "    return o.transpose(1, 2).reshape(b, n, d) @ o_weight.t() + o_bias\n", {"N": 7}),
     "attn": ({"B": {"type": "const", "value": 1}, "H": {"type": "const", "value": 2}, "S": {"type": "var"},
               "D": {"type": "const", "value": 16}},
              {"q": (["B", "H", "S", "D"], "float32"), "k": (["B", "H", "S", "D"], "float32"),
@@ -81,8 +98,9 @@ SYNTHETIC = {
              "    return torch.softmax(s, dim=-1) @ v\n", {"S": 9}),
 }  # fmt: skip
 EXPECTED_FAMILY = {"softmax_t": "softmax", "layernorm_t": "layernorm", "swiglu_halves": "elementwise",
+                   "gelu_tanh_plain": "elementwise",
                    "linear_relu": "gemm", "linear_decode": "gemm", "attn": "attention", "mlp_gelu": "mlp",
-                   "mlp_relu_nobias": "mlp", "mha_block": "mha"}  # fmt: skip
+                   "mlp_relu_nobias": "mlp", "mha_block": "mha", "mha_block_biased": "mha"}  # fmt: skip
 
 
 def write_problem(root: Path, name: str) -> Path:
@@ -265,8 +283,8 @@ def test_triton_templates_are_correct_in_the_interpreter(tmp_path):
     pytest.importorskip("triton")
     from triton_interp import run_interpreted
 
-    names = ["rmsnorm_small", "softmax_t", "layernorm_t", "swiglu_halves", "linear_relu", "mlp_gelu", "mlp_relu_nobias",
-             "mha_block"]
+    names = ["rmsnorm_small", "softmax_t", "layernorm_t", "swiglu_halves", "gelu_tanh_plain", "linear_relu", "mlp_gelu",
+             "mlp_relu_nobias", "mha_block", "mha_block_biased"]
     result = run_interpreted(_INTERPRET_SCRIPT, names, timeout_s=240)
     assert all(result[n] >= 1 for n in names), result
 
@@ -274,7 +292,8 @@ def test_triton_templates_are_correct_in_the_interpreter(tmp_path):
 # ------------------------------------------------------------------------------------ cuda, nvcc compile
 
 
-_CUDA_CASES = ["rmsnorm_small", "softmax_t", "swiglu_halves", "linear_decode"]  # one per family (elementwise: gated)
+# one per family (the element-wise one gated and plain)
+_CUDA_CASES = ["rmsnorm_small", "softmax_t", "swiglu_halves", "gelu_tanh_plain", "linear_decode"]
 
 
 def _cuda_solutions(p):
@@ -351,7 +370,7 @@ def test_cuda_gemv_is_offered_for_decode_shapes_only(problems):
     assert cuda_names(decode) and all("__gemm_cuda_cpp" in n for n in cuda_names(decode))
     assert problems["linear_relu"].workloads[0].axes["M"] > SMALL_M and cuda_names(problems["linear_relu"]) == []
     src = next(x for x in plan(decode, "cuda:0") if x.solution.spec.is_cpp).solution.sources[0].content
-    assert "launch_gemv<scalar_t, true, 3>" in src  # bias, then SiLU in the epilogue
+    assert "launch_gemv<scalar_t, true, 3, 4>" in src  # bias, then SiLU in the epilogue; four warps per column
 
 
 def test_bundled_vision_mlps_bind_their_activation_and_plan_triton_first():
@@ -423,6 +442,37 @@ def test_bundled_vision_attention_block_binds_heads_by_probe_and_plans_triton_fi
     src = first.solution.sources[0].content
     assert "def _run_once(" in src and "graph.replay()" in src  # five launches: replayed as one graph
     compile(src, "kernel.py", "exec")
+
+
+def test_mha_input_projections_are_one_launch_when_every_projection_is_biased_alike(problems):
+    """The three-way GEMM (grid axis 1 picks the weight) when the q/k/v projections all have biases or none;
+    the synthetic block with a k projection lacking its bias keeps three launches of the one-weight kernels (and the output projection a fourth)."""
+    from agents.offline.templates import mha
+
+    def first_triton_source(p):
+        [b] = mha.FAMILY.match(p, trace_ops(p))
+        r = next(r for r in mha.FAMILY.renderers if r.language == "triton")
+        return build_solution(p, "mha", r, b, r.variants()[0]).sources[0].content
+
+    biased, mixed = first_triton_source(problems["mha_block_biased"]), first_triton_source(problems["mha_block"])
+    assert "_launch['_qkv_bias'](grid" in biased and "_fit_bn(M, D, 64, 128, 3, sms)" in biased
+    assert "_launch['_qkv" not in mixed and mixed.count("_launch['_proj") == 4
+
+
+def test_small_m_gemms_narrow_their_column_tiles_until_the_grid_covers_the_sms():
+    pytest.importorskip("triton")
+    from agents.offline.templates.matmul import FIT_TILES
+
+    module = types.ModuleType("fit_tiles_under_test")
+    exec(compile("import torch\nimport triton\n" + FIT_TILES, "kernel.py", "exec"), module.__dict__)
+    fit = module._fit_bn
+    # the bundled vision blocks on an H200 (132 SMs), 197 tokens in tiles of 64 rows
+    assert fit(197, 768, 64, 128, 1, 132) == 32  # MLP down / MHA out projection: 24 -> 96 CTAs
+    assert fit(197, 3072, 64, 128, 1, 132) == 64  # MLP up: 96 -> 192 CTAs
+    assert fit(197, 768, 64, 128, 3, 132) == 64  # the three-way QKV launch: 72 -> 144 CTAs
+    assert fit(4096, 4096, 128, 128, 1, 132) == 128  # a large GEMM keeps its tile
+    assert fit(197, 768, 64, 128, 1, 1) == 128 and fit(9, 16, 16, 16, 1, 132) == 16  # off CUDA; never widened
+    assert module._sms(torch.zeros(1)) == 1
 
 
 def test_mha_roles_come_from_one_letter_per_name_and_heads_from_the_reference():

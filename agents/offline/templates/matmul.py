@@ -88,16 +88,29 @@ import torch.nn.functional as F
 BIAS_EPILOGUE = "acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]"
 
 
-def triton_gemm_kernel(name: str, epilogue: list[str]) -> str:
+def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False) -> str:
     """A tiled GEMM ``name(a, b, bias, c, M, N, K, strides..., BM, BN, BK, GROUP)``: grouped program order,
     fp32 accumulators ``acc`` [BM, BN] over rows ``rm`` and columns ``rn``, then ``epilogue`` (lines of
-    Triton, e.g. ``BIAS_EPILOGUE`` and an activation) before the one store in c's dtype."""
+    Triton, e.g. ``BIAS_EPILOGUE`` and an activation) before the one store in c's dtype.
+
+    ``three_way``: one launch for three GEMMs of one A (grid axis 1 picks which): after ``scn`` the kernel
+    takes the second and third B's and biases as element offsets from the first (``b_off1, b_off2,
+    bias_off1, bias_off2``; separate tensors of one dtype and layout) and the output's stride between the
+    three results (``scz``)."""
     lines = "\n    ".join(epilogue)
+    extra, pick = "", ""
+    if three_way:
+        extra = " b_off1, b_off2, bias_off1, bias_off2, scz,"
+        pick = """
+    z = tl.program_id(1).to(tl.int64)
+    b_ptr += (z == 1).to(tl.int64) * b_off1 + (z == 2).to(tl.int64) * b_off2
+    bias_ptr += (z == 1).to(tl.int64) * bias_off1 + (z == 2).to(tl.int64) * bias_off2
+    c_ptr += z * scz"""
     return f"""
 @triton.jit
-def {name}(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+def {name}(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,{extra}
            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
-    pid = tl.program_id(0)
+    pid = tl.program_id(0){pick}
     grid_m, grid_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
     width = GROUP * grid_n
     first_m = (pid // width) * GROUP
@@ -117,6 +130,29 @@ def {name}(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
     tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 """
+
+
+# Small-M GEMMs (a few hundred tokens) leave most SMs idle with 64x128 tiles: the rendered launches narrow
+# the column tile, down to 32, until the grid covers the device's SMs (`_fit_bn`). Off CUDA, one "SM".
+FIT_TILES = '''
+
+_SM_COUNTS = {}
+
+
+def _sms(t):
+    if t.device.type != "cuda":
+        return 1
+    i = t.device.index if t.device.index is not None else torch.cuda.current_device()
+    if i not in _SM_COUNTS:
+        _SM_COUNTS[i] = torch.cuda.get_device_properties(i).multi_processor_count
+    return _SM_COUNTS[i]
+
+
+def _fit_bn(m, n, bm, bn, z, sms):
+    while bn > 32 and triton.cdiv(m, bm) * triton.cdiv(n, bn) * z < sms:
+        bn //= 2
+    return bn
+'''
 
 
 def render_gemm_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
@@ -167,45 +203,75 @@ template <int ACT> __device__ __forceinline__ float act_f(float v) {
   if (ACT == 3) return v / (1.f + __expf(-v));
   return v;
 }
-// y[m, n] = act(sum_k a[m, k] w[n, k] + bias[n]) for rows m0 .. m0 + MAXM of a; one warp per column n.
-template <typename T, int MAXM, bool VEC, bool HAS_BIAS, int ACT>
+// y[m, n] = act(sum_k a[m, k] w[n, k] + bias[n]) for rows m0 .. m0 + MAXM of a; KSPLIT warps per column n,
+// each over its own slice of K, their sums added through shared memory. Decode GEMVs are bound by reading
+// W once: one warp per column left ~4 KB of loads in flight per SM (1.0 TB/s on the H200, session 7), so
+// the K slices and the unrolled loop below put several times more in flight.
+template <typename T, int MAXM, bool VEC, bool HAS_BIAS, int ACT, int KSPLIT>
 __global__ void gemv_cols(const T* __restrict__ a, const T* __restrict__ w, const T* __restrict__ bias,
                           T* __restrict__ y, int M, int N, int K) {
-  const int lane = threadIdx.x & 31;
-  const int n = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (n >= N) return;  // whole warps leave together, so the shuffles below see full warps
-  const T* wr = w + (long long)n * K;
+  __shared__ float part[32][MAXM];  // one row per warp of the block (at most 1024 threads)
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n = blockIdx.x * ((blockDim.x >> 5) / KSPLIT) + warp / KSPLIT;
+  const int ks = warp % KSPLIT;
+  // No early return: every warp reaches the block's barriers; a warp past the last column loads nothing.
+  const bool valid = n < N;
+  constexpr int E = VEC ? 16 / (int)sizeof(T) : 1;
+  const int step = 32 * E;
+  const int chunk = ((K + KSPLIT - 1) / KSPLIT + step - 1) / step * step;  // a multiple of one warp's step
+  const int k_begin = ks * chunk, k_end = min(K, k_begin + chunk);
+  const T* wr = w + (long long)(valid ? n : 0) * K;
   for (int m0 = 0; m0 < M; m0 += MAXM) {
     const int mc = min(MAXM, M - m0);
     float acc[MAXM];
     #pragma unroll
     for (int i = 0; i < MAXM; ++i) acc[i] = 0.f;
-    if (VEC) {
-      constexpr int E = 16 / sizeof(T);
-      for (int k = lane * E; k < K; k += 32 * E) {
-        const uint4 wv = ld_nc_v4(wr + k);
-        const T* we = reinterpret_cast<const T*>(&wv);
-        #pragma unroll
-        for (int i = 0; i < MAXM; ++i) {
-          if (i < mc) {
-            const uint4 av = *reinterpret_cast<const uint4*>(a + (long long)(m0 + i) * K + k);
-            const T* ae = reinterpret_cast<const T*>(&av);
-            #pragma unroll
-            for (int e = 0; e < E; ++e) acc[i] += to_f<T>(ae[e]) * to_f<T>(we[e]);
+    if (valid) {
+      if (VEC) {
+        #pragma unroll 4
+        for (int k = k_begin + lane * E; k < k_end; k += step) {
+          const uint4 wv = ld_nc_v4(wr + k);
+          const T* we = reinterpret_cast<const T*>(&wv);
+          #pragma unroll
+          for (int i = 0; i < MAXM; ++i) {
+            if (i < mc) {
+              const uint4 av = *reinterpret_cast<const uint4*>(a + (long long)(m0 + i) * K + k);
+              const T* ae = reinterpret_cast<const T*>(&av);
+              #pragma unroll
+              for (int e = 0; e < E; ++e) acc[i] += to_f<T>(ae[e]) * to_f<T>(we[e]);
+            }
           }
         }
-      }
-    } else {
-      for (int k = lane; k < K; k += 32) {
-        const float wv = to_f<T>(wr[k]);
-        #pragma unroll
-        for (int i = 0; i < MAXM; ++i)
-          if (i < mc) acc[i] += to_f<T>(a[(long long)(m0 + i) * K + k]) * wv;
+      } else {
+        #pragma unroll 4
+        for (int k = k_begin + lane; k < k_end; k += 32) {
+          const float wv = to_f<T>(wr[k]);
+          #pragma unroll
+          for (int i = 0; i < MAXM; ++i)
+            if (i < mc) acc[i] += to_f<T>(a[(long long)(m0 + i) * K + k]) * wv;
+        }
       }
     }
     #pragma unroll
     for (int i = 0; i < MAXM; ++i) acc[i] = warp_sum(acc[i]);
-    if (lane == 0) {
+    if (KSPLIT > 1) {
+      if (lane == 0) {
+        #pragma unroll
+        for (int i = 0; i < MAXM; ++i) part[warp][i] = acc[i];
+      }
+      __syncthreads();
+      if (ks == 0 && lane == 0) {
+        #pragma unroll
+        for (int i = 0; i < MAXM; ++i) {
+          float sum = 0.f;
+          #pragma unroll
+          for (int j = 0; j < KSPLIT; ++j) sum += part[warp + j][i];
+          acc[i] = sum;
+        }
+      }
+      __syncthreads();  // the next rows' partial sums reuse `part`
+    }
+    if (valid && ks == 0 && lane == 0) {
       const float b = HAS_BIAS ? to_f<T>(bias[n]) : 0.f;
       #pragma unroll
       for (int i = 0; i < MAXM; ++i)
@@ -213,12 +279,15 @@ __global__ void gemv_cols(const T* __restrict__ a, const T* __restrict__ w, cons
     }
   }
 }
-template <typename T, bool HAS_BIAS, int ACT>
+template <typename T, bool HAS_BIAS, int ACT, int KSPLIT>
 void launch_gemv(const T* a, const T* w, const T* bias, T* y, int M, int N, int K, int threads, cudaStream_t s) {
-  const unsigned blocks = (N + threads / 32 - 1) / (threads / 32);
+  static_assert(KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4, "KSPLIT divides the warps of a 128- or 256-thread block");
+  const int cols = threads / 32 / KSPLIT;
+  const unsigned blocks = (N + cols - 1) / cols;
   const bool vec = K % (16 / (int)sizeof(T)) == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(w) % 16 == 0;
-#define SOLFORGE_GEMV(MAXM, V) gemv_cols<T, MAXM, V, HAS_BIAS, ACT><<<blocks, threads, 0, s>>>(a, w, bias, y, M, N, K)
+#define SOLFORGE_GEMV(MAXM, V) \
+  gemv_cols<T, MAXM, V, HAS_BIAS, ACT, KSPLIT><<<blocks, threads, 0, s>>>(a, w, bias, y, M, N, K)
   if (vec) {
     if (M == 1) SOLFORGE_GEMV(1, true); else if (M <= 4) SOLFORGE_GEMV(4, true); else SOLFORGE_GEMV(8, true);
   } else {
@@ -244,7 +313,7 @@ def render_gemm_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict
               "mixed dtypes are not handled by this template");
   auto stream = c10::cuda::getCurrentCUDAStream();
   DISPATCH_FLOAT({a}.scalar_type(), scalar_t, {{
-    launch_gemv<scalar_t, {has_bias}, {_ACT_CODE[b.consts["act"]]}>(
+    launch_gemv<scalar_t, {has_bias}, {_ACT_CODE[b.consts["act"]]}, {p["ksplit"]}>(
         reinterpret_cast<const scalar_t*>({a}.data_ptr()), reinterpret_cast<const scalar_t*>({w}.data_ptr()),
         {bias_ptr}, reinterpret_cast<scalar_t*>({y}.data_ptr()), (int)M, (int)N, (int)K, {p["threads"]}, stream);
   }});
@@ -266,7 +335,8 @@ GEMM = Family(
             {"bm": (128, 64), "bn": (128, 256), "bk": (64,), "num_warps": (8,), "stages": (3, 4)},
             render_gemm_triton,
         ),  # fmt: skip
-        Renderer("cuda_cpp", True, {"threads": (256, 128)}, render_gemm_cuda, file=CUDA_FILE, accepts=_decode_shaped),
+        Renderer("cuda_cpp", True, {"threads": (256, 128), "ksplit": (4, 1)}, render_gemm_cuda, file=CUDA_FILE,
+                 accepts=_decode_shaped),
     ),
 )
 

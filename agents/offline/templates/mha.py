@@ -6,7 +6,7 @@ of q/k/v/o in their names (``wq``, ``q_proj_weight``, ``bo``, ...). The head cou
 the candidates are the reference's integer literals that split D into heads of 16–256, and D/64, D/128;
 the probe keeps the one (with the biases) that reproduces the reference. No mask, no causality, the
 default 1/sqrt(head_dim) scale (vision encoders); anything else fails the probe and binds nothing.
-Kernels (Triton): the three input projections as launches of the shared tiled GEMM (bias in its epilogue)
+Kernels (Triton): the three input projections as one launch of the shared tiled GEMM (bias in its epilogue)
 into one [3, B·N, D] buffer, the flash-attention kernel of ``attention.py`` on its head views (layout
 ``bshd``: no transposed copies), and the output projection GEMM into the output. Notes at the bottom.
 """
@@ -21,7 +21,7 @@ from sol_bench.problem import Problem
 from ..graph import OpSignature
 from .attention import TRITON_HEAD_DIMS, TRITON_IMPORTS, triton_attention_source
 from .base import Binding, Family, Renderer, graph_replayed, py_signature
-from .matmul import BIAS_EPILOGUE, triton_gemm_kernel
+from .matmul import BIAS_EPILOGUE, FIT_TILES, triton_gemm_kernel
 
 _ALLOWED = {"mm", "addmm", "bmm", "baddbmm", "t", "transpose", "permute", "view", "_unsafe_view", "reshape", "expand",
             "clone", "contiguous", "_to_copy", "add", "mul", "div", "_softmax", "_safe_softmax", "alias", "linear",
@@ -104,18 +104,45 @@ import torch.nn.functional as F
 def _render_launches(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     r, y, heads = b.roles, _out(problem), b.consts["heads"]
     attn = {"layout": "bshd", "scale": b.consts["head_dim"] ** -0.5, "causal": False, "gqa": "interleave"}
-    tiles = f"BM={p['bm']}, BN={p['bn']}, BK={p['bk']}, GROUP=8, num_warps={p['num_warps']}, num_stages={p['stages']}"
+    tiles = f"BM={p['bm']}, BK={p['bk']}, GROUP=8, num_warps={p['num_warps']}, num_stages={p['stages']}"
+    w = [r[f"w{c}"] for c in "qkv"]
+    biased = [f"b{c}" in r for c in "qkv"]
     launches = []
     for i, c in enumerate("qkv"):
-        kernel = "_proj_bias" if f"b{c}" in r else "_proj"
-        launches.append(f"_launch[{kernel!r}](grid, a2, {r['w' + c]}, {r.get('b' + c, 'a2')}, qkv[{i}], M, D, D, "
-                        f"a2.stride(0), a2.stride(1), {r['w' + c]}.stride(1), {r['w' + c]}.stride(0), D, 1, {tiles})")
+        kernel = "_proj_bias" if biased[i] else "_proj"
+        launches.append(f"_launch[{kernel!r}](grid, a2, {w[i]}, {r.get('b' + c, 'a2')}, qkv[{i}], M, D, D, "
+                        f"a2.stride(0), a2.stride(1), {w[i]}.stride(1), {w[i]}.stride(0), D, 1, BN=BN, {tiles})")
+    separate = "\n    ".join(launches)
+    if all(biased) or not any(biased):
+        # one launch for the three projections when their weights (and biases) share dtype and layout
+        kernel, bq, bk, bv = ("_qkv_bias", r["bq"], r["bk"], r["bv"]) if all(biased) else ("_qkv", "a2", "a2", "a2")
+        same = f"{w[0]}.stride() == {w[1]}.stride() == {w[2]}.stride() and {w[0]}.dtype == {w[1]}.dtype == {w[2]}.dtype"
+        if all(biased):
+            same += f" and {bq}.stride() == {bk}.stride() == {bv}.stride() and {bq}.dtype == {bk}.dtype == {bv}.dtype"
+        projections = f"""if {same}:
+        es, bes = {w[0]}.element_size(), {bq}.element_size()
+        BN = _fit_bn(M, D, {p["bm"]}, {p["bn"]}, 3, sms)
+        grid = (triton.cdiv(M, {p["bm"]}) * triton.cdiv(D, BN), 3)
+        _launch[{kernel!r}](grid, a2, {w[0]}, {bq}, qkv, M, D, D, a2.stride(0), a2.stride(1), {w[0]}.stride(1),
+                            {w[0]}.stride(0), D, 1, ({w[1]}.data_ptr() - {w[0]}.data_ptr()) // es,
+                            ({w[2]}.data_ptr() - {w[0]}.data_ptr()) // es, ({bk}.data_ptr() - {bq}.data_ptr()) // bes,
+                            ({bv}.data_ptr() - {bq}.data_ptr()) // bes, M * D, BN=BN, {tiles})
+    else:
+        BN = _fit_bn(M, D, {p["bm"]}, {p["bn"]}, 1, sms)
+        grid = (triton.cdiv(M, {p["bm"]}) * triton.cdiv(D, BN),)
+        {separate.replace(chr(10), chr(10) + "    ")}"""
+    else:
+        projections = f"""BN = _fit_bn(M, D, {p["bm"]}, {p["bn"]}, 1, sms)
+    grid = (triton.cdiv(M, {p["bm"]}) * triton.cdiv(D, BN),)
+    {separate}"""
     out_kernel = "_proj_bias" if "bo" in r else "_proj"
-    body = "\n    ".join(launches)
-    return f"""{TRITON_IMPORTS}{triton_attention_source(attn, p)}
+    return f"""{TRITON_IMPORTS}{triton_attention_source(attn, p)}{FIT_TILES}
 {triton_gemm_kernel("_proj_bias", [BIAS_EPILOGUE])}
 {triton_gemm_kernel("_proj", [])}
-_launch = {{"_proj_bias": _Launcher(_proj_bias), "_proj": _Launcher(_proj)}}
+{triton_gemm_kernel("_qkv_bias", [BIAS_EPILOGUE], three_way=True)}
+{triton_gemm_kernel("_qkv", [], three_way=True)}
+_launch = {{name: _Launcher(kernel) for name, kernel in
+           (("_proj_bias", _proj_bias), ("_proj", _proj), ("_qkv_bias", _qkv_bias), ("_qkv", _qkv))}}
 
 
 {py_signature(problem)}
@@ -125,17 +152,18 @@ _launch = {{"_proj_bias": _Launcher(_proj_bias), "_proj": _Launcher(_proj)}}
     if M == 0 or D == 0:
         return
     a2 = {r["x"]}.reshape(M, D)
+    sms = _sms(a2)
     qkv = torch.empty((3, M, D), dtype={r["x"]}.dtype, device={r["x"]}.device)
-    grid = (triton.cdiv(M, {p["bm"]}) * triton.cdiv(D, {p["bn"]}),)
-    {body}
+    {projections}
     o = torch.empty((M, D), dtype={r["x"]}.dtype, device={r["x"]}.device)
     q, k, v = (t.view(B, N, H, D // H) for t in qkv)
     _attention(q, k, v, o.view(B, N, H, D // H))
     c2 = {y}.view(M, D)
+    BN = _fit_bn(M, D, {p["bm"]}, {p["bn"]}, 1, sms)
+    grid = (triton.cdiv(M, {p["bm"]}) * triton.cdiv(D, BN),)
     _launch[{out_kernel!r}](grid, o, {r["wo"]}, {r.get("bo", "o")}, c2, M, D, D, o.stride(0), o.stride(1),
-                            {r["wo"]}.stride(1), {r["wo"]}.stride(0), c2.stride(0), c2.stride(1), {tiles})
+                            {r["wo"]}.stride(1), {r["wo"]}.stride(0), c2.stride(0), c2.stride(1), BN=BN, {tiles})
 """
-
 
 def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     source = _render_launches(problem, b, p)
@@ -150,12 +178,13 @@ FAMILY = Family(
         Renderer(
             "triton", True,
             {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4,), "stages": (3,),
-             "block_m": (64,), "block_n": (64,), "split": ("auto",), "num_stages": (2,), "graph": (True, False)},
+             "block_m": (64,), "block_n": (64,), "split": ("auto",), "num_stages": (2,), "graph": (True,)},
             render_triton, accepts=lambda b: b.consts["head_dim"] in TRITON_HEAD_DIMS,
         ),  # fmt: skip
     ),
 )
 
 # Notes: the Triton attention kernel's num_warps comes from the same grid key as the GEMMs' (4), its own
-# block sizes and stages from block_m/block_n/num_stages. The projections are three launches of one kernel;
-# a launch that computes all three (a third grid axis over the weights) would save two launches' host time.
+# block sizes and stages from block_m/block_n/num_stages. The three input projections are one launch (grid
+# axis 1 picks the weight) when the weights share dtype and layout: 3x the CTAs of one 197-token projection,
+# which alone fills about a third of an H200's SMs.

@@ -20,7 +20,7 @@ from sol_bench.problem import Problem
 from ..graph import OpSignature
 from .base import Binding, Family, Renderer, graph_replayed, py_signature, triton_launcher
 from .elementwise import ACTS as ELEMENTWISE_ACTS, one_act_per_structure
-from .matmul import BIAS_EPILOGUE, triton_gemm_kernel
+from .matmul import BIAS_EPILOGUE, FIT_TILES, triton_gemm_kernel
 
 _ALLOWED = {"mm", "addmm", "matmul", "t", "permute", "transpose", "_to_copy", "add", "mul", "div", "pow", "rsub",
             "erf", "tanh", "sigmoid", "relu", "gelu", "silu", "view", "_unsafe_view", "reshape", "expand", "clone",
@@ -108,14 +108,14 @@ def _gemm_kernel(name: str, bias: bool, act: str | None) -> str:
 def _render_launches(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     r, y = b.roles, _out(problem)
     x, w1, w2, b1, b2 = r["x"], r["w1"], r["w2"], r.get("b1"), r.get("b2")
-    tiles = f"BM={p['bm']}, BN={p['bn']}, BK={p['bk']}, GROUP=8, num_warps={p['num_warps']}, num_stages={p['stages']}"
+    tiles = f"BM=BM, BK={p['bk']}, GROUP=8, num_warps={p['num_warps']}, num_stages={p['stages']}"
     return f"""import torch
 import triton
 import triton.language as tl
 
 {_gemm_kernel("_up", b1 is not None, b.consts["act"])}
 {_gemm_kernel("_down", b2 is not None, None)}
-{triton_launcher()}
+{triton_launcher()}{FIT_TILES}
 _up_launch = _Launcher(_up)
 _down_launch = _Launcher(_down)
 
@@ -131,12 +131,13 @@ _down_launch = _Launcher(_down)
         {"c2.copy_(" + b2 + ".expand_as(c2))" if b2 else "c2.zero_()"}
         return
     h = torch.empty((M, hidden), dtype={x}.dtype, device={x}.device)
-    BM, BN = {p["bm"]}, {p["bn"]}
+    BM, sms = {p["bm"]}, _sms(a2)
+    BN1, BN2 = _fit_bn(M, hidden, BM, {p["bn"]}, 1, sms), _fit_bn(M, N, BM, {p["bn"]}, 1, sms)
     # W1 [I, K] and W2 [NO, I] are read as (k, n) through their strides: no transposed copies
-    _up_launch((triton.cdiv(M, BM) * triton.cdiv(hidden, BN),), a2, {w1}, {b1 or "a2"}, h, M, hidden, K,
-               a2.stride(0), a2.stride(1), {w1}.stride(1), {w1}.stride(0), h.stride(0), h.stride(1), {tiles})
-    _down_launch((triton.cdiv(M, BM) * triton.cdiv(N, BN),), h, {w2}, {b2 or "h"}, c2, M, N, hidden,
-                 h.stride(0), h.stride(1), {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), {tiles})
+    _up_launch((triton.cdiv(M, BM) * triton.cdiv(hidden, BN1),), a2, {w1}, {b1 or "a2"}, h, M, hidden, K,
+               a2.stride(0), a2.stride(1), {w1}.stride(1), {w1}.stride(0), h.stride(0), h.stride(1), BN=BN1, {tiles})
+    _down_launch((triton.cdiv(M, BM) * triton.cdiv(N, BN2),), h, {w2}, {b2 or "h"}, c2, M, N, hidden,
+                 h.stride(0), h.stride(1), {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), BN=BN2, {tiles})
 """
 
 
@@ -152,7 +153,7 @@ FAMILY = Family(
         Renderer("pytorch", False, {}, render_pytorch),
         Renderer(
             "triton", True,
-            {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4, 8), "stages": (3, 4), "graph": (True, False)},
+            {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4, 8), "stages": (4, 3), "graph": (True,)},
             render_triton,
         ),  # fmt: skip
     ),
