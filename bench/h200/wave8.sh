@@ -7,7 +7,8 @@
 #   (1.4-2.6) -> about 2.0 µs; the CUDA variant, 16-byte vectors, 5 µs -> about 2.5 µs.
 # - Decode GEMV (CUDA): four warps per column over K slices, loop unrolled: linear k8192 n1024 16.5 µs (9.9)
 #   -> about 8 µs; the others in proportion.
-# Then (SET=OFFLINE_SET, a second call) the whole 16-problem set again on the fixed judge.
+# Then (SET=OFFLINE_SET, a second call) the whole 16-problem set again on the fixed judge, and (SUITE=1, a
+# call of its own) the whole GPU suite under the CUPTI window, which must hold before it becomes the default.
 # T_b: the committed session-7 CUPTI records (TB_FILE to override); the quick-GELU MLP has none there, so
 # measure_tb.py adds it first (--resume keeps the rest).
 set -u
@@ -15,6 +16,13 @@ OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 R=/tmp/wave8; mkdir -p "$R"
 trap 'tar czf "$OUT/wave8.tgz" -C "$R" . 2>/dev/null' EXIT
 . bench/h200/problem_sets.sh
+if [ -n "${SUITE:-}" ]; then
+  timeout ${SUITE_TIMEOUT:-540} python3 bench/judge_gpu_suite.py --timer cupti --staging-root /tmp/suite8 \
+      --out "$R/suite_cupti.md" > "$R/suite_cupti.log" 2>&1
+  echo "suite rc=$?" >> "$R/suite_cupti.log"; cp "$R/suite_cupti.md" "$OUT/" 2>/dev/null
+  cat "$R/suite_cupti.md" 2>/dev/null || tail -30 "$R/suite_cupti.log"
+  exit 0
+fi
 TB=$R/tb_cupti.jsonl; cp "${TB_FILE:-docs/bench/h200_tb_cupti_session7.jsonl}" "$TB"
 CHANGED="
 data/problems/L2/encoder_attention_h768_heads12_n197_bf16
