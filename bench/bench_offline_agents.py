@@ -31,7 +31,7 @@ from agents.offline.agent import OfflineAgent  # noqa: E402
 from sol_bench.errors import JudgeError  # noqa: E402
 from sol_bench.judge import JudgeConfig, evaluate  # noqa: E402
 from sol_bench.models import Solution  # noqa: E402
-from sol_bench.problem import Problem, find_problems, load_problem  # noqa: E402
+from sol_bench.problem import WORKLOAD_PICKS, Problem, find_problems, load_problem  # noqa: E402
 from sol_bench.score import sol_score  # noqa: E402
 from sol_bench.timing import LAUNCH_PREROLL_US, TIMERS  # noqa: E402
 
@@ -215,7 +215,9 @@ def main() -> int:
     ap.add_argument("--timeout", type=int, default=120, help="the judge's limit per workload, seconds")
     ap.add_argument("--baselines", type=Path,
                     help="T_b per workload: a JSON object uuid -> ms, or the JSON lines of solforge baseline --json")
-    ap.add_argument("--max-workloads", type=int, help="judge only the N smallest workloads of each problem")
+    ap.add_argument("--max-workloads", type=int, help="judge only N workloads of each problem (--workload-pick)")
+    ap.add_argument("--workload-pick", choices=WORKLOAD_PICKS, default="smallest",
+                    help="which N: the smallest by bytes, or spread smallest to largest (one: the median)")
     ap.add_argument("--preroll-us", type=float, default=LAUNCH_PREROLL_US,
                     help="the judge's CUDA launch pre-roll (sol_bench.timing); 0 opens the window at the host call")
     ap.add_argument("--timer", choices=TIMERS, default="events",
@@ -253,7 +255,7 @@ def main() -> int:
     problems = [load_problem(d) for root in args.problems for d in find_problems(root)]
     problems = [p for p in problems if p.name not in done]
     if args.max_workloads:
-        problems = [p.select(p.smallest_workloads(args.max_workloads)) for p in problems]
+        problems = [p.select(p.pick_workloads(args.max_workloads, args.workload_pick)) for p in problems]
     if args.prebuild_jobs:
         prebuild(problems, args.device, args.max_candidates, args.prebuild_jobs)
     for problem in problems:

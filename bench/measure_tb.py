@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO))
 
 from sol_bench.baseline import BaselineConfig, measure_workload  # noqa: E402
 from sol_bench.errors import ReferenceFailure  # noqa: E402
-from sol_bench.problem import find_problems, load_problem  # noqa: E402
+from sol_bench.problem import WORKLOAD_PICKS, find_problems, load_problem  # noqa: E402
 from sol_bench.reference import load_reference  # noqa: E402
 from sol_bench.timing import TIMERS  # noqa: E402
 
@@ -31,7 +31,9 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--timer", choices=TIMERS, default="events")
     ap.add_argument("--variants", help="comma-separated subset of sol_bench.baseline's variants [all]")
-    ap.add_argument("--max-workloads", type=int, help="only the N workloads of each problem that move the fewest bytes")
+    ap.add_argument("--max-workloads", type=int, help="only N workloads of each problem (--workload-pick)")
+    ap.add_argument("--workload-pick", choices=WORKLOAD_PICKS, default="smallest",
+                    help="which N: the smallest by bytes, or spread smallest to largest (one: the median)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("-o", "--output", type=Path, required=True)
@@ -51,7 +53,7 @@ def main() -> int:
         for pdir in find_problems(root):
             problem = load_problem(pdir)
             if args.max_workloads:
-                problem = problem.select(problem.smallest_workloads(args.max_workloads))
+                problem = problem.select(problem.pick_workloads(args.max_workloads, args.workload_pick))
             reference = load_reference(problem.definition)
             for w in problem.workloads:
                 if w.uuid in done:

@@ -17,6 +17,9 @@ DEFINITION_FILE = "definition.json"
 WORKLOAD_FILE = "workload.jsonl"
 
 
+WORKLOAD_PICKS = ("smallest", "spread")  # how a bench run chooses N workloads per problem
+
+
 @dataclass(frozen=True)
 class Problem:
     """A problem directory, loaded and checked."""
@@ -50,6 +53,27 @@ class Problem:
         """uuids of the ``n`` workloads that move the fewest bytes (for quick runs on a CPU)."""
         ranked = sorted(self.workloads, key=self.workload_bytes)
         return [w.uuid for w in ranked[: max(0, n)]]
+
+    def spread_workloads(self, n: int) -> list[str]:
+        """uuids of ``n`` workloads spread evenly over the byte ranking, smallest to largest (one: the median).
+
+        The smallest workloads of a family are launch-bound, where every implementation takes the same
+        couple of microseconds; a spread also shows the sizes where kernels differ."""
+        ranked = sorted(self.workloads, key=self.workload_bytes)
+        if n <= 0 or not ranked:
+            return []
+        if n >= len(ranked):
+            return [w.uuid for w in ranked]
+        if n == 1:
+            return [ranked[(len(ranked) - 1) // 2].uuid]
+        picks = sorted({round(i * (len(ranked) - 1) / (n - 1)) for i in range(n)})
+        return [ranked[i].uuid for i in picks]
+
+    def pick_workloads(self, n: int, how: str = "smallest") -> list[str]:
+        """``smallest_workloads(n)`` or ``spread_workloads(n)``, by name (one of ``WORKLOAD_PICKS``)."""
+        if how not in WORKLOAD_PICKS:
+            raise ValueError(f"unknown workload pick {how!r}: one of {', '.join(WORKLOAD_PICKS)}")
+        return self.smallest_workloads(n) if how == "smallest" else self.spread_workloads(n)
 
 
 def _field(err: ValidationError) -> str:

@@ -155,3 +155,27 @@ def test_cpu_workload_limits_pick_the_smallest_workloads_within_the_byte_cap():
     assert restrict(problem, JudgeOptions()) is problem
     argv = judge_argv(problem.path, Path("s.json"), cpu, ["rms-1", "rms-7"])
     assert argv[argv.index("--workload") + 1] == "rms-1" and argv.count("--workload") == 2
+
+
+def test_bench_workload_picks_smallest_or_spread_over_the_byte_ranking():
+    """Bench runs judge N workloads per problem: the N smallest, or N spread from smallest to largest (the
+    smallest are launch-bound, where every implementation takes the same couple of microseconds)."""
+    from pathlib import Path
+
+    import pytest
+
+    from sol_bench.problem import load_problem
+
+    fixture = load_problem(Path(__file__).parent / "fixtures" / "problems" / "rmsnorm_small")
+    assert fixture.pick_workloads(2) == ["rms-1", "rms-7"]
+    assert fixture.pick_workloads(2, "spread") == ["rms-1", "rms-64"]
+    assert fixture.pick_workloads(1, "spread") == ["rms-7"]  # the median
+    assert fixture.pick_workloads(9, "spread") == ["rms-1", "rms-7", "rms-64"] and fixture.pick_workloads(0, "spread") == []
+    with pytest.raises(ValueError, match="unknown workload pick"):
+        fixture.pick_workloads(1, "largest")
+    bundled = load_problem(Path(__file__).parents[1] / "data" / "problems" / "L1" / "softmax_v128256_fp32")
+    ranked = bundled.smallest_workloads(len(bundled.workloads))
+    spread = bundled.spread_workloads(3)
+    assert len(spread) == 3 and spread[0] == ranked[0] and spread[-1] == ranked[-1] and spread[1] in ranked[1:-1]
+    sizes = [bundled.workload_bytes(w) for w in bundled.select(spread).workloads]
+    assert sizes == sorted(sizes)
