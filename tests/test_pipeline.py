@@ -170,7 +170,8 @@ def test_bench_workload_picks_smallest_or_spread_over_the_byte_ranking():
     assert fixture.pick_workloads(2) == ["rms-1", "rms-7"]
     assert fixture.pick_workloads(2, "spread") == ["rms-1", "rms-64"]
     assert fixture.pick_workloads(1, "spread") == ["rms-7"]  # the median
-    assert fixture.pick_workloads(9, "spread") == ["rms-1", "rms-7", "rms-64"] and fixture.pick_workloads(0, "spread") == []
+    assert fixture.pick_workloads(9, "spread") == ["rms-1", "rms-7", "rms-64"]
+    assert fixture.pick_workloads(0, "spread") == []
     with pytest.raises(ValueError, match="unknown workload pick"):
         fixture.pick_workloads(1, "largest")
     bundled = load_problem(Path(__file__).parents[1] / "data" / "problems" / "L1" / "softmax_v128256_fp32")
