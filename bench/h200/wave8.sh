@@ -7,6 +7,8 @@
 #   (1.4-2.6) -> about 2.0 µs; the CUDA variant, 16-byte vectors, 5 µs -> about 2.5 µs.
 # - Decode GEMV (CUDA): four warps per column over K slices, loop unrolled: linear k8192 n1024 16.5 µs (9.9)
 #   -> about 8 µs; the others in proportion.
+# - Softmax, one 128k row (CUDA, fused=True): both passes in one cooperative launch with a grid barrier:
+#   12.3 µs (9.3) -> about 8 µs.
 # Then (SET=OFFLINE_SET, a second call) the whole 16-problem set again on the fixed judge, and (SUITE=1, a
 # call of its own) the whole GPU suite under the CUPTI window, which must hold before it becomes the default.
 # T_b: the committed session-7 CUPTI records (TB_FILE to override); the quick-GELU MLP has none there, so
@@ -34,6 +36,7 @@ data/problems/L1/gelu_tanh_f4608_tok256_bf16
 data/problems/L1/linear_k8192_n1024_bf16
 data/problems/L1/linear_bias_k3584_n512_bf16
 data/problems/L1/linear_k4096_n4096_bf16
+data/problems/L1/softmax_v128256_fp32
 "
 timeout ${TB_TIMEOUT:-90} python3 bench/measure_tb.py $CHANGED --device cuda --timer cupti --max-workloads 1 \
     --variants eager,compile-default,cudagraph-eager,cudagraph-compile-default -o "$TB" --resume > "$R/tb.log" 2>&1
