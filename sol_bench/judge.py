@@ -403,7 +403,9 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
     on_cuda = ctx.device.type == "cuda"
     method = timing_method(cfg.timer, cfg.launch_preroll_us, cfg.preroll_kind) if on_cuda else "judge_perf_counter"
     stats = summarize(samples, method)
-    # Both checks compare with a no-op iteration measured before the candidate's code was loaded.
+    # Both checks compare with empty requests (the worker's timed path, no candidate code called): the leak
+    # check with those measured before the candidate's code was loaded; the clock backstop with those too,
+    # or under the CUPTI window with the ones interleaved above.
     if ctx.device.type == "cuda":
         # Side-stream work is timed (above); only a gross leak, work hidden on purpose, is flagged.
         leak = statistics.median(leaks) - worker.noop_gap_ms
