@@ -92,8 +92,10 @@ def render_pytorch(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
 def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     x, w, y = b.roles["x"], b.roles.get("weight"), _out(problem)
     has_w = w is not None
-    wv = "tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)"
-    wv = f"({_offset(b)!r} + {wv})" if _offset(b) else wv
+    # The weight is loaded before the reduction, beside x: loaded after it, a one-row call waits for a
+    # second DRAM round trip (the reduction's barriers keep the compiler from hoisting it).
+    load_w = "wv = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)" if has_w else ""
+    wv = f"({_offset(b)!r} + wv)" if _offset(b) else "wv"
     apply_w = ""
     if has_w and p["cast_before_weight"]:
         apply_w = f"n = n.to(y_ptr.dtype.element_ty).to(tl.float32) * {wv}"
@@ -110,6 +112,7 @@ def _rmsnorm_row(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
     cols = tl.arange(0, BLOCK)
     m = cols < n_cols
     xv = tl.load(x_ptr + row * n_cols + cols, mask=m, other=0.0).to(tl.float32)
+    {load_w}
     rstd = tl.rsqrt(tl.sum(xv * xv, axis=0) / n_cols + eps)
     n = xv * rstd
     {apply_w}
@@ -140,12 +143,16 @@ __global__ void __launch_bounds__(1024) rmsnorm_rows(const T* __restrict__ x, co
   const long long row = blockIdx.x;
   const T* xr = x + row * n_cols;
   T* yr = y + row * n_cols;
-  float v[MAX_PER_THREAD];
+  // The weight is read beside x, before the reduction (after it, a one-row call waits for a second DRAM
+  // round trip), while the registers allow: not for the 32-per-thread rows of 1024-thread blocks.
+  constexpr bool PRELOAD_W = HAS_W && MAX_PER_THREAD <= 8;
+  float v[MAX_PER_THREAD], wv[PRELOAD_W ? MAX_PER_THREAD : 1];
   float ss = 0.f;
   #pragma unroll
   for (int i = 0; i < MAX_PER_THREAD; ++i) {
     int c = threadIdx.x + i * blockDim.x;
     v[i] = c < n_cols ? to_f<T>(xr[c]) : 0.f;
+    if (PRELOAD_W) wv[PRELOAD_W ? i : 0] = c < n_cols ? to_f<T>(w[c]) : 0.f;
     ss += v[i] * v[i];
   }
   float rstd;
@@ -155,7 +162,10 @@ __global__ void __launch_bounds__(1024) rmsnorm_rows(const T* __restrict__ x, co
     int c = threadIdx.x + i * blockDim.x;
     if (c < n_cols) {
       float o = v[i] * rstd;
-      if (HAS_W) o = (CAST_BEFORE_W ? to_f<T>(from_f<T>(o)) : o) * (w_offset + to_f<T>(w[c]));
+      if (HAS_W) {
+        const float wc = PRELOAD_W ? wv[PRELOAD_W ? i : 0] : to_f<T>(w[c]);
+        o = (CAST_BEFORE_W ? to_f<T>(from_f<T>(o)) : o) * (w_offset + wc);
+      }
       yr[c] = from_f<T>(o);
     }
   }

@@ -477,8 +477,13 @@ import torch.nn.functional as F
 
 def render_layernorm_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     x, w, bias = b.roles["x"], b.roles.get("weight"), b.roles.get("bias")
-    w_line = "n = n * tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)" if w else ""
-    b_line = "n = n + tl.load(b_ptr + cols, mask=m, other=0.0).to(tl.float32)" if bias else ""
+    # weight and bias loaded beside x, before the reductions (after them, one DRAM round trip more per row)
+    loads = "\n    ".join(
+        [f"{v} = tl.load({ptr} + cols, mask=m, other=0.0).to(tl.float32)" for v, ptr, on in
+         (("wv", "w_ptr", w), ("bv", "b_ptr", bias)) if on]
+    )  # fmt: skip
+    w_line = "n = n * wv" if w else ""
+    b_line = "n = n + bv" if bias else ""
     return f"""import torch
 import triton
 import triton.language as tl
@@ -490,6 +495,7 @@ def _layernorm_row(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr)
     cols = tl.arange(0, BLOCK)
     m = cols < n_cols
     xv = tl.load(x_ptr + row * n_cols + cols, mask=m, other=0.0).to(tl.float32)
+    {loads}
     mean = tl.sum(xv, axis=0) / n_cols
     xc = tl.where(m, xv - mean, 0.0)
     n = xc * tl.rsqrt(tl.sum(xc * xc, axis=0) / n_cols + eps)
@@ -561,10 +567,17 @@ layernorm_rows(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
   const T* xr = x + row * n_cols;
   T* yr = y + row * n_cols;
   float v[NCHUNK][VEC];
+  // Weight and bias read beside x, before the reductions (after them, a second DRAM round trip per row),
+  // when a thread holds at most 8 elements of the row (the 64-register bound leaves room for that).
+  constexpr bool PRE = NCHUNK * VEC <= 8;
+  float wpre[PRE && HAS_W ? NCHUNK : 1][VEC], bpre[PRE && HAS_B ? NCHUNK : 1][VEC];
   float s = 0.f;
   #pragma unroll
   for (int i = 0; i < NCHUNK; ++i) {
-    ln_load<T, VEC>(xr, (threadIdx.x + i * blockDim.x) * VEC, n_cols, v[i]);
+    const int c = (threadIdx.x + i * blockDim.x) * VEC;
+    ln_load<T, VEC>(xr, c, n_cols, v[i]);
+    if constexpr (PRE && HAS_W) ln_load<T, VEC>(w, c, n_cols, wpre[i]);
+    if constexpr (PRE && HAS_B) ln_load<T, VEC>(b, c, n_cols, bpre[i]);
     #pragma unroll
     for (int j = 0; j < VEC; ++j) s += v[i][j];
   }
@@ -585,13 +598,13 @@ layernorm_rows(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
     const int c = (threadIdx.x + i * blockDim.x) * VEC;
     if (c >= n_cols) continue;
     float o[VEC], wv[VEC], bv[VEC];
-    if constexpr (HAS_W) ln_load<T, VEC>(w, c, n_cols, wv);
-    if constexpr (HAS_B) ln_load<T, VEC>(b, c, n_cols, bv);
+    if constexpr (HAS_W && !PRE) ln_load<T, VEC>(w, c, n_cols, wv);
+    if constexpr (HAS_B && !PRE) ln_load<T, VEC>(b, c, n_cols, bv);
     #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       o[j] = v[i][j] * rstd;
-      if constexpr (HAS_W) o[j] = o[j] * wv[j];
-      if constexpr (HAS_B) o[j] = o[j] + bv[j];
+      if constexpr (HAS_W) o[j] = o[j] * (PRE ? wpre[PRE && HAS_W ? i : 0][j] : wv[j]);
+      if constexpr (HAS_B) o[j] = o[j] + (PRE ? bpre[PRE && HAS_B ? i : 0][j] : bv[j]);
     }
     ln_store<T, VEC>(yr, c, n_cols, o);
   }
