@@ -68,7 +68,8 @@ def test_bundled_v128256_gets_softmax_cuda_and_triton_candidates():
     matched = _matched(p)
     assert list(matched) == ["softmax"] and matched["softmax"][0].roles == {"x": "logits"}
     names = [x.solution.name for x in plan(p, "cuda:0")]
-    assert names[0] == "softmax_v128256_fp32__softmax_cuda_cpp_threads256"
+    assert names[0] == "softmax_v128256_fp32__softmax_cuda_cpp_threads256_fusedFalse"
+    assert "softmax_v128256_fp32__softmax_cuda_cpp_threads256_fusedTrue" in names  # one cooperative launch
     assert any("__softmax_triton_" in n for n in names)
     assert names[-1].endswith("__ref_eager")
 
