@@ -249,8 +249,8 @@ __global__ void softmax_row_loop(const T* __restrict__ x, T* __restrict__ y, int
 
 // Few long rows: each row split over `chunks` CTAs. Pass 1: each CTA writes its chunk's (m, s) to ws.
 template <typename T, bool VEC>
-__global__ void softmax_chunk_stats(const T* __restrict__ x, float2* __restrict__ ws, int n_cols, int chunk,
-                                    int chunks) {
+__device__ __forceinline__ void chunk_stats_pass(const T* __restrict__ x, float2* __restrict__ ws, int n_cols,
+                                                 int chunk, int chunks) {
   const long long row = blockIdx.x / chunks;
   const int c = blockIdx.x % chunks;
   const int begin = c * chunk, end = min(n_cols, begin + chunk);
@@ -260,20 +260,33 @@ __global__ void softmax_chunk_stats(const T* __restrict__ x, float2* __restrict_
   if (threadIdx.x == 0) ws[blockIdx.x] = make_float2(m, s);
 }
 
-// Pass 2: each CTA combines its row's partials, then writes its chunk's outputs exp(x - m) / s.
+// Pass 2: each CTA combines its row's partials, then writes its chunk's outputs exp(x - m) / s. The partials
+// are read from L2 (__ldcg): in the fused kernel other CTAs wrote them during the same launch.
 template <typename T, bool VEC>
-__global__ void softmax_chunk_write(const T* __restrict__ x, const float2* __restrict__ ws, T* __restrict__ y,
-                                    int n_cols, int chunk, int chunks) {
+__device__ __forceinline__ void chunk_write_pass(const T* __restrict__ x, const float2* __restrict__ ws,
+                                                 T* __restrict__ y, int n_cols, int chunk, int chunks) {
   const long long row = blockIdx.x / chunks;
   const int c = blockIdx.x % chunks;
   const int begin = c * chunk, end = min(n_cols, begin + chunk);
   float m = -INFINITY, s = 0.f;
   for (int i = threadIdx.x; i < chunks; i += blockDim.x) {
-    const float2 part = ws[row * chunks + i];
+    const float2 part = __ldcg(ws + row * chunks + i);
     ms_merge(m, s, part.x, part.y);
   }
   block_ms(m, s);
   span_write<T, VEC>(x + row * n_cols, y + row * n_cols, begin, end, m, 1.f / s);
+}
+
+template <typename T, bool VEC>
+__global__ void softmax_chunk_stats(const T* __restrict__ x, float2* __restrict__ ws, int n_cols, int chunk,
+                                    int chunks) {
+  chunk_stats_pass<T, VEC>(x, ws, n_cols, chunk, chunks);
+}
+
+template <typename T, bool VEC>
+__global__ void softmax_chunk_write(const T* __restrict__ x, const float2* __restrict__ ws, T* __restrict__ y,
+                                    int n_cols, int chunk, int chunks) {
+  chunk_write_pass<T, VEC>(x, ws, y, n_cols, chunk, chunks);
 }
 
 // One launch for both passes (FUSED): a grid-wide barrier between them, for grids the driver confirms are
@@ -306,22 +319,9 @@ __device__ __forceinline__ void grid_barrier() {
 template <typename T, bool VEC>
 __global__ void softmax_chunk_fused(const T* __restrict__ x, float2* __restrict__ ws, T* __restrict__ y,
                                     int n_cols, int chunk, int chunks) {
-  const long long row = blockIdx.x / chunks;
-  const int c = blockIdx.x % chunks;
-  const int begin = c * chunk, end = min(n_cols, begin + chunk);
-  float m, s;
-  span_stats<T, VEC>(x + row * n_cols, begin, end, m, s);
-  block_ms(m, s);
-  if (threadIdx.x == 0) ws[blockIdx.x] = make_float2(m, s);
-  grid_barrier();
-  m = -INFINITY;
-  s = 0.f;
-  for (int i = threadIdx.x; i < chunks; i += blockDim.x) {
-    const float2 part = __ldcg(ws + row * chunks + i);  // L2: written by other CTAs during this launch
-    ms_merge(m, s, part.x, part.y);
-  }
-  block_ms(m, s);
-  span_write<T, VEC>(x + row * n_cols, y + row * n_cols, begin, end, m, 1.f / s);
+  chunk_stats_pass<T, VEC>(x, ws, n_cols, chunk, chunks);
+  grid_barrier();  // begins with __syncthreads: block_ms's shared slots are free for the second pass
+  chunk_write_pass<T, VEC>(x, ws, y, n_cols, chunk, chunks);
 }
 
 // Long rows: CTAs per row so that the grid is ~2 waves of SMs when rows are few; at least
