@@ -302,13 +302,27 @@ class _Workload:
         if self.ctx.device.type == "cuda":
             torch.cuda.synchronize(self.ctx.device)
 
-    def check(self, j: int, saved: list[Any], ref: list[torch.Tensor], timed_iteration: int | None) -> None:
+    def snapshot(self, j: int) -> tuple[list[Any], list[torch.Tensor]]:
+        """Copies of set ``j``'s inputs and outputs as they are now, for a check made later."""
         s = self.sets[j]
+        return [x.clone() if isinstance(x, torch.Tensor) else x for x in s.inputs], [o.clone() for o in s.outputs]
+
+    def check(
+        self,
+        j: int,
+        saved: list[Any],
+        ref: list[torch.Tensor],
+        timed_iteration: int | None,
+        seen: tuple[list[Any], list[torch.Tensor]] | None = None,
+    ) -> None:
+        """Inputs unchanged and outputs right: set ``j``'s buffers, or ``seen`` (a ``snapshot`` of them)."""
+        s = self.sets[j]
+        inputs, outputs = seen if seen is not None else (s.inputs, s.outputs)
         names_in = list(self.ctx.problem.definition.inputs)
-        for name, b, c in zip(names_in, s.inputs, saved):
+        for name, b, c in zip(names_in, inputs, saved):
             if isinstance(b, torch.Tensor) and not _same_bits(b, c):
                 raise RewardHack(f"input {name!r} was modified by the candidate")
-        for name, o, r in zip(self.specs, s.outputs, ref):
+        for name, o, r in zip(self.specs, outputs, ref):
             try:
                 c = compare(name, o, r, self.w.tolerance)
             except WrongNumbers as e:
@@ -375,6 +389,9 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
         p0 = time.perf_counter()
         reply = worker.request(("time", j), st.remaining())
         wall_ms = (time.perf_counter() - p0) * 1e3
+        # Copied first, before the slower checks below: work that a thread of the candidate finishes after the
+        # reply (a cheat) must not catch up with the check while the judge reads /proc.
+        seen = st.snapshot(j) if check is not None else None
         t_worker, t_all, flags = float(reply[1]), float(reply[2]), list(reply[3])
         if "persisting-l2" in flags:
             raise RewardHack("the candidate set aside persisting L2 cache (data pinned across timed runs)")
@@ -396,7 +413,7 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correct
         if sandbox.descendants(worker.pid) - base_children:
             raise RewardHack("the candidate started a process during the timing phase")
         if check is not None:
-            st.check(j, check[0], check[1], i)
+            st.check(j, check[0], check[1], i, seen)
             st.acc.timed_checked += 1
     ctx.phase["timing"] = ctx.phase.get("timing", 0.0) + time.monotonic() - t0
 
