@@ -278,6 +278,8 @@ def main() -> int:
                 print(f"  {why}", flush=True)
             if args.problem_seconds and time.monotonic() - t0 > args.problem_seconds:
                 break
+        for name, why in agent.not_exported(problem).items():
+            print(f"{problem.name}: {name}: not exported: {why}", flush=True)
         passing = [r for r in results if r.passed]
         # the fastest by the judge's latency: the eager time behind speedup is re-measured (and noisy) per run
         best = min(passing, key=lambda r: geomean(list(r.latencies.values())) or math.inf, default=None)

@@ -11,13 +11,17 @@ groups; it drops broken or clearly slower groups (family × language × binding)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from functools import partial
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import torch
 
 from sol_bench.models import Solution
 from sol_bench.problem import Problem
 
 from ..base import AttemptFeedback, Candidate
-from . import compiled
+from . import compiled, export
+from .compiled import CompileVariant
 from .graph import trace_ops
 from .search import Option, SearchPolicy, verdict
 from .templates import FAMILIES, build_solution
@@ -31,21 +35,40 @@ GPU_LANGUAGE_AUTO = ("cuda_cpp", "triton")
 
 @dataclass(frozen=True)
 class Planned:
-    solution: Solution
+    """One planned candidate. ``make`` renders it; for most it returns a ready solution, for an exported one
+    it runs the export on first use (``export.NotExportable`` when the reference does not export)."""
+
+    name: str
     group: str
     notes: str
+    make: Callable[[], Solution]
     params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def solution(self) -> Solution:
+        return self.make()
+
+    @staticmethod
+    def of(solution: Solution, group: str, notes: str, params: Mapping[str, Any] | None = None) -> "Planned":
+        return Planned(solution.name, group, notes, lambda: solution, dict(params or {}))
 
 
 def _is_gpu(device: str) -> bool:
     return device.startswith("cuda")
 
 
-def plan(problem: Problem, device: str, language: str | None = None, probe: Probe | None = None) -> Iterator[Planned]:
+def plan(
+    problem: Problem,
+    device: str,
+    language: str | None = None,
+    probe: Probe | None = None,
+    exporter: Callable[[Problem, CompileVariant], Solution] | None = None,
+) -> Iterator[Planned]:
     """Every candidate for ``problem`` on ``device``, best bet first (lazily rendered).
 
     ``probe``: the problem's reference outputs on the CPU, which every family's bindings are checked
-    against; pass one to share it between plans of the same problem.
+    against; pass one to share it between plans of the same problem. ``exporter``: makes the exported
+    Inductor candidates (``export.ordered_variants``); given only where this process has the device.
     """
     gpu = _is_gpu(device)
     probe = probe if probe is not None else Probe(problem)
@@ -55,7 +78,7 @@ def plan(problem: Problem, device: str, language: str | None = None, probe: Prob
         langs = tuple(lang for lang in (GPU_LANGUAGE_ORDER if gpu else langs) if lang == language)
     want_reference = language in (None, "pytorch")
     if want_reference and not gpu:
-        yield Planned(compiled.solution(problem, compiled.EAGER), "reference/eager", "the reference, eager")
+        yield Planned.of(compiled.solution(problem, compiled.EAGER), "reference/eager", "the reference, eager")
     bound = [(fam, b) for fam in FAMILIES for b in fam.match(problem, sig, probe)]
     for lang in langs:
         for i, (fam, binding) in enumerate(bound):
@@ -65,11 +88,15 @@ def plan(problem: Problem, device: str, language: str | None = None, probe: Prob
                 for params in r.variants():
                     sol = build_solution(problem, fam.name, r, binding, params)
                     notes = f"template {fam.name} ({lang}) {params}; ops: {sig}"
-                    yield Planned(sol, f"{fam.name}/{lang}/{i}", notes, params)
+                    yield Planned.of(sol, f"{fam.name}/{lang}/{i}", notes, params)
     if want_reference and gpu:
+        if exporter is not None:
+            for v in export.ordered_variants(problem):
+                yield Planned(export.solution_name(problem, v), f"reference/{v.name}",
+                              f"Inductor's code exported: {v.name}", partial(exporter, problem, v))  # fmt: skip
         for v in compiled.ordered_variants(problem):
-            yield Planned(compiled.solution(problem, v), f"reference/{v.name}", f"torch.compile: {v.name}")
-        yield Planned(compiled.solution(problem, compiled.EAGER), "reference/eager", "the reference, eager")
+            yield Planned.of(compiled.solution(problem, v), f"reference/{v.name}", f"torch.compile: {v.name}")
+        yield Planned.of(compiled.solution(problem, compiled.EAGER), "reference/eager", "the reference, eager")
 
 
 @dataclass
@@ -78,14 +105,32 @@ class OfflineAgent:
 
     language: str | None = None
     max_candidates: int = 64
+    export_seconds: float = 120.0  # Inductor's time to export one problem (all its workloads) before giving up
     policy: SearchPolicy = field(default_factory=SearchPolicy)
     _proposed: dict[str, list[str]] = field(default_factory=dict)
     _plans: dict[tuple[str, str], list[Planned]] = field(default_factory=dict)
     _probes: dict[str, Probe] = field(default_factory=dict)
+    _exports: dict[tuple[str, str, str], tuple[export.ExportedModule, ...] | export.NotExportable] = field(
+        default_factory=dict
+    )
+    _not_exported: dict[str, dict[str, str]] = field(default_factory=dict)  # problem -> variant -> why
 
     @property
     def name(self) -> str:
         return "offline" + (f":{self.language}" if self.language else "")
+
+    def _exported(self, device: str, problem: Problem, variant: CompileVariant) -> Solution:
+        # The variants of one problem share Inductor's code (they differ in how the entry calls it): export once.
+        key = (problem.name, device, repr(sorted(export.config_patches(variant).items())))
+        if key not in self._exports:
+            try:
+                self._exports[key] = export.export_problem(problem, device, variant, self.export_seconds)
+            except export.NotExportable as e:
+                self._exports[key] = e
+        got = self._exports[key]
+        if isinstance(got, export.NotExportable):
+            raise got
+        return export.solution(problem, got, variant)
 
     def propose(self, problem: Problem, history: Sequence[AttemptFeedback], device: str) -> Candidate | None:
         done = self._proposed.setdefault(problem.name, [])
@@ -94,14 +139,24 @@ class OfflineAgent:
         key = (problem.name, "gpu" if _is_gpu(device) else "cpu")
         if key not in self._plans:  # matching probes the reference on the CPU: once per problem
             probe = self._probes.setdefault(problem.name, Probe(problem))
-            self._plans[key] = list(plan(problem, device, self.language, probe))
+            # exporting runs Inductor on the device, so only where this process has it (not on a CPU worker)
+            exporter = partial(self._exported, device) if _is_gpu(device) and torch.cuda.is_available() else None
+            self._plans[key] = list(plan(problem, device, self.language, probe, exporter))
         planned = self._plans[key]
-        options = [Option(p.solution.name, p.group, p.params) for p in planned]
+        options = [Option(p.name, p.group, p.params) for p in planned]
         verdicts = {a.solution.name: verdict(a) for a in history}
-        pick = self.policy.next(options, set(done), verdicts)
-        if pick is None:
-            return None
-        p = next(p for p in planned if p.solution.name == pick.name)
-        done.append(p.solution.name)
-        lang = p.solution.spec.languages[0].value
-        return Candidate(solution=p.solution, agent=self.name, language=lang, notes=p.notes)
+        skipped = self._not_exported.setdefault(problem.name, {})
+        while (pick := self.policy.next(options, set(done) | set(skipped), verdicts)) is not None:
+            p = next(p for p in planned if p.name == pick.name)
+            try:
+                sol = p.make()
+            except export.NotExportable as e:
+                skipped[p.name] = str(e)
+                continue
+            done.append(p.name)
+            return Candidate(solution=sol, agent=self.name, language=sol.spec.languages[0].value, notes=p.notes)
+        return None
+
+    def not_exported(self, problem: Problem) -> Mapping[str, str]:
+        """Why planned exports of ``problem`` were skipped (candidate name -> reason)."""
+        return dict(self._not_exported.get(problem.name, {}))

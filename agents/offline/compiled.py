@@ -8,10 +8,12 @@ that always passes; the compiled ones are where the speed comes from on a GPU.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from sol_bench.models import Solution
 from sol_bench.problem import Problem
 
+from . import replay
 from .graph import shapes
 
 
@@ -37,60 +39,23 @@ VARIANTS: tuple[CompileVariant, ...] = (
     CompileVariant("inductor_cudagraph", mode="default", cuda_graph=True, needs_gpu=True),
 )
 
-_WRAPPER = '''
+
+def replay_source() -> str:
+    """The text of ``replay.py``, which generated candidates carry (they cannot import solforge)."""
+    return Path(replay.__file__).read_text()
+
+
+_WRAPPER = """
 
 # ---- solforge offline wrapper: {variant} ----
-import torch as _torch
-
+{replay}
 _reference_run = run
 _compiled = {compiled}
-_graphs = {{}}
-
-
-def _signature(args):
-    return tuple((tuple(a.shape), a.dtype, a.stride()) if isinstance(a, _torch.Tensor) else ("s", a) for a in args)
-
-
-def _refresh(static, args):
-    # One fused launch for every input (torch's foreach copy) rather than one copy per input: each launch
-    # from Python costs host time, and between the call's first and last GPU activity that time is counted.
-    dst = [s for s, a in zip(static, args) if isinstance(a, _torch.Tensor)]
-    src = [a for a in args if isinstance(a, _torch.Tensor)]
-    if hasattr(_torch, "_foreach_copy_"):
-        _torch._foreach_copy_(dst, src)
-    else:
-        for s, a in zip(dst, src):
-            s.copy_(a)
-
-
-def _graphed(args):
-    # One CUDA graph per input signature: static inputs are refreshed by copy every call, the graph is
-    # replayed, and the outputs are cloned so nothing is shared between calls.
-    key = _signature(args)
-    entry = _graphs.get(key)
-    if entry is None:
-        static = [a.clone() if isinstance(a, _torch.Tensor) else a for a in args]
-        stream = _torch.cuda.Stream()
-        stream.wait_stream(_torch.cuda.current_stream())
-        with _torch.cuda.stream(stream):
-            for _ in range(3):
-                _compiled(*static)
-        _torch.cuda.current_stream().wait_stream(stream)
-        graph = _torch.cuda.CUDAGraph()
-        with _torch.cuda.graph(graph):
-            out = _compiled(*static)
-        entry = _graphs[key] = (graph, static, out)
-    graph, static, out = entry
-    _refresh(static, args)
-    graph.replay()
-    if isinstance(out, (tuple, list)):
-        return type(out)(o.clone() for o in out)
-    return out.clone()
 
 
 def solforge_entry(*args):
     {call}
-'''
+"""
 
 
 def render(problem: Problem, variant: CompileVariant) -> str:
@@ -100,9 +65,9 @@ def render(problem: Problem, variant: CompileVariant) -> str:
         opts = dict(variant.options)
         extra = f", options={opts!r}" if opts else f", mode={variant.mode!r}"
         compiled = f"_torch.compile(_reference_run, dynamic=False{extra})"
-    call = "return _graphed(args)" if variant.cuda_graph else "return _compiled(*args)"
+    call = "return _graphed(_compiled, args)" if variant.cuda_graph else "return _compiled(*args)"
     return problem.definition.reference.rstrip() + "\n" + _WRAPPER.format(
-        variant=variant.name, compiled=compiled, call=call
+        variant=variant.name, replay=replay_source(), compiled=compiled, call=call
     )
 
 
@@ -133,8 +98,8 @@ def launch_bound(problem: Problem, threshold_bytes: int = 4 << 20) -> bool:
     return True
 
 
-def ordered_variants(problem: Problem) -> tuple[CompileVariant, ...]:
+def ordered_variants(problem: Problem, variants: tuple[CompileVariant, ...] = VARIANTS) -> tuple[CompileVariant, ...]:
     """The search order: graphs first for launch-bound problems, last otherwise."""
-    graphs = tuple(v for v in VARIANTS if v.cuda_graph)
-    plain = tuple(v for v in VARIANTS if not v.cuda_graph)
+    graphs = tuple(v for v in variants if v.cuda_graph)
+    plain = tuple(v for v in variants if not v.cuda_graph)
     return graphs + plain if launch_bound(problem) else plain + graphs

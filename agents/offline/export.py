@@ -1,0 +1,254 @@
+"""Reference-derived candidates exported as standalone source: the code Inductor generates, per workload.
+
+The reference is compiled once per distinct input signature of the problem's workloads, in the agent's own
+process on the device (never in the judge's), and the module Inductor writes for it becomes a source file of
+the candidate: Triton kernels and their launcher on CUDA, C++ kernels on the CPU. At judge time nothing is
+traced or lowered; the module only loads its kernels. An entry file keys each call on its input signature
+(``replay._signature``) and hands the arguments to the module exported for it, optionally replayed through
+a CUDA graph. Export holds only when every workload compiles to one graph whose inputs are the reference's
+own arguments and whose exported module reproduces the compiled function; otherwise ``NotExportable``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from sol_bench.correctness import compare
+from sol_bench.inputs import make_inputs
+from sol_bench.models import Solution
+from sol_bench.problem import Problem
+from sol_bench.reference import load_reference
+
+from . import compiled, replay
+from .compiled import CompileVariant, replay_source
+
+_SEED = 5
+# a library call inside the launcher: the module then is not Triton alone (cuBLAS through extern_kernels, aten
+# fallbacks for ops Inductor does not lower)
+_LIBRARY_CALL = re.compile(r"\b(extern_kernels|aten|torch\.ops)(\.\w+)+\s*\(")
+
+
+VARIANTS: tuple[CompileVariant, ...] = (
+    CompileVariant("exported", mode="default", needs_gpu=True),
+    CompileVariant("exported_cudagraph", mode="default", cuda_graph=True, needs_gpu=True),
+)
+
+
+def ordered_variants(problem: Problem) -> tuple[CompileVariant, ...]:
+    return compiled.ordered_variants(problem, VARIANTS)
+
+
+def solution_name(problem: Problem, variant: CompileVariant) -> str:
+    return f"{problem.name}__ref_{variant.name}"
+
+
+class NotExportable(Exception):
+    """The reference cannot be exported for this problem; the message says which workload and why."""
+
+
+@dataclass(frozen=True)
+class ExportedModule:
+    """Inductor's module for one input signature: its source, which arguments its ``call`` takes, in which
+    order (indices into the reference's arguments), and whether the reference returns one tensor."""
+
+    key: tuple[Any, ...]
+    source: str
+    order: tuple[int, ...]
+    single: bool
+
+
+def config_patches(variant: CompileVariant) -> dict[str, Any]:
+    """The Inductor settings a compile variant stands for (its mode, then its options)."""
+    patches: dict[str, Any] = {}
+    if variant.mode and variant.mode.startswith("max-autotune"):
+        patches["max_autotune"] = True
+    patches.update(dict(variant.options))
+    return patches
+
+
+def _load(source: str, directory: Path, stem: str):
+    path = directory / f"{stem}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"solforge_export_check_{stem}", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def _clone(args: Sequence[Any]) -> list[Any]:
+    return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def export_workload(run, args: Sequence[Any], variant: CompileVariant, where: str, check) -> ExportedModule:
+    """Compile ``run`` on ``args`` and return Inductor's module for them, checked by ``check(got, want)``."""
+    from torch._inductor.compile_fx import compile_fx
+    from torch._inductor.utils import run_and_get_code
+
+    patches = config_patches(variant)
+    orders: list[tuple[int, ...]] = []
+    refused: list[str] = []
+    compile_args = _clone(args)
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]):
+        # The graph's inputs must be the reference's own arguments (found by identity), so that the exported
+        # ``call`` can be fed from the candidate's arguments: a global tensor or a buffer made at import is not.
+        order = []
+        for ex in example_inputs:
+            hit = [i for i, a in enumerate(compile_args) if a is ex]
+            if not isinstance(ex, torch.Tensor) or len(hit) != 1:
+                refused.append(f"{where}: a graph input ({type(ex).__name__}) is not one of the reference's arguments")
+                raise NotExportable(refused[-1])
+            order.append(hit[0])
+        orders.append(tuple(order))
+        return compile_fx(gm, example_inputs, config_patches=patches)
+
+    torch._dynamo.reset()
+    try:
+        with torch._inductor.config.patch(fx_graph_cache=False), torch.no_grad():
+            fn = torch.compile(run, backend=backend, fullgraph=True, dynamic=False)
+            want, codes = run_and_get_code(fn, *compile_args)
+    except Exception as e:  # graph breaks, lowering failures: the reference stays with torch.compile
+        if refused:  # Dynamo wraps what the backend raised
+            raise NotExportable(refused[0]) from e
+        raise NotExportable(f"{where}: torch.compile failed: {type(e).__name__}: {str(e)[:300]}") from e
+    finally:
+        torch._dynamo.reset()
+    if len(codes) != 1 or len(orders) != 1:
+        raise NotExportable(f"{where}: Inductor wrote {len(codes)} modules for {len(orders)} graphs, not one of each")
+    single = isinstance(want, torch.Tensor)
+    wants = (want,) if single else tuple(want) if isinstance(want, (tuple, list)) else None
+    if wants is None or not all(isinstance(w, torch.Tensor) for w in wants):
+        raise NotExportable(f"{where}: the reference returns {type(want).__name__}, not tensors")
+    source, order = codes[0], orders[0]
+    with tempfile.TemporaryDirectory(prefix="solforge-export-") as tmp:
+        try:
+            module = _load(source, Path(tmp), "exported")
+            fresh = _clone(args)
+            with torch.no_grad():
+                got = tuple(module.call([fresh[i] for i in order]))
+        except Exception as e:
+            raise NotExportable(f"{where}: the exported module failed: {type(e).__name__}: {e}") from e
+    if len(got) != len(wants):
+        raise NotExportable(f"{where}: the exported module returns {len(got)} tensors, the reference {len(wants)}")
+    try:
+        check(got, wants)
+    except Exception as e:
+        raise NotExportable(f"{where}: the exported module disagrees with the compiled reference: {e}") from e
+    return ExportedModule(replay._signature(args), source, order, single)
+
+
+def export_problem(
+    problem: Problem, device: str, variant: CompileVariant, max_seconds: float = 300.0
+) -> tuple[ExportedModule, ...]:
+    """One module per distinct input signature of the problem's workloads, on ``device``."""
+    d = problem.definition
+    ref = load_reference(d)
+    out: dict[tuple[Any, ...], ExportedModule] = {}
+    t0 = time.monotonic()
+    for w in problem.workloads:
+        where = f"{problem.name} workload {w.uuid}"
+        inputs = make_inputs(d, w, device, seed=_SEED, reference=ref)
+        args = list(inputs.values())
+        if replay._signature(args) in out:
+            continue
+        if time.monotonic() - t0 > max_seconds:
+            raise NotExportable(f"{where}: over the export budget of {max_seconds:.0f} s")
+
+        def check(got, wants, w=w):
+            for name, g, e in zip(d.outputs, got, wants):
+                compare(name, g, e, w.tolerance)
+
+        m = export_workload(ref.run, args, variant, where, check)
+        out[m.key] = m
+    if not out:
+        raise NotExportable(f"{problem.name}: no workloads")
+    return tuple(out.values())
+
+
+def language(modules: Sequence[ExportedModule]) -> str:
+    """``triton`` when every module launches only Triton kernels, else ``pytorch`` (library calls, CPU code)."""
+
+    def launcher(src: str) -> str:
+        # the body of ``call`` (a module function, or a method of Inductor's ``Runner`` in newer torch)
+        lines = src.splitlines()
+        start = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("def call(")), None)
+        if start is None:
+            return ""
+        indent = len(lines[start]) - len(lines[start].lstrip())
+        body = []
+        for ln in lines[start + 1 :]:
+            if ln.strip() and len(ln) - len(ln.lstrip()) <= indent:
+                break
+            body.append(ln)
+        return "\n".join(body)
+
+    triton_only = all(
+        "async_compile.triton(" in m.source and not _LIBRARY_CALL.search(launcher(m.source)) for m in modules
+    )
+    return "triton" if triton_only else "pytorch"
+
+
+_ENTRY = '''"""Inductor's code for {problem} ({variant}), exported by solforge: one module per input signature."""
+
+import importlib.util as _importlib_util
+from pathlib import Path as _Path
+
+{replay}
+# input signature -> (module file, indices of the arguments its `call` takes, returns one tensor)
+_EXPORTED = {table}
+_loaded = {{}}
+
+
+def _module(file):
+    module = _loaded.get(file)
+    if module is None:
+        spec = _importlib_util.spec_from_file_location("solforge_exported_{digest}_" + file[:-3],
+                                                       _Path(__file__).with_name(file))
+        module = _importlib_util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module = _loaded[file] = module
+    return module
+
+
+def _exported(*args):
+    key = _signature(args)
+    entry = _EXPORTED.get(key)
+    if entry is None:
+        raise RuntimeError(f"no exported module for the input signature {{key}}")
+    file, order, single = entry
+    out = _module(file).call([args[i] for i in order])
+    return out[0] if single else tuple(out)
+
+
+def solforge_entry(*args):
+    {call}
+'''
+
+
+def solution(problem: Problem, modules: Sequence[ExportedModule], variant: CompileVariant) -> Solution:
+    files = {f"exported_{i}.py": m for i, m in enumerate(modules)}
+    digest = hashlib.sha256("".join(m.source for m in modules).encode()).hexdigest()[:12]
+    table = "{\n" + "".join(f"    {m.key!r}: ({f!r}, {m.order!r}, {m.single!r}),\n" for f, m in files.items()) + "}"
+    call = "return _graphed(_exported, args)" if variant.cuda_graph else "return _exported(*args)"
+    entry = _ENTRY.format(
+        problem=problem.name, variant=variant.name, replay=replay_source(), table=table, digest=digest, call=call
+    )
+    return Solution.model_validate({
+        "name": solution_name(problem, variant),
+        "definition": problem.name,
+        "author": "solforge-offline-exported",
+        "description": f"the reference through Inductor, exported as its generated source ({variant.name})",
+        "spec": {"languages": [language(modules)], "entry_point": "kernel.py::solforge_entry",
+                 "destination_passing_style": False},
+        "sources": [{"path": "kernel.py", "content": entry},
+                    *({"path": f, "content": m.source} for f, m in files.items())],
+    })  # fmt: skip
