@@ -111,17 +111,20 @@ def confirm(problem: Problem, best: Result, solution_json: str, n: int, config: 
     return res, [r.latencies if r.passed else {"failed": r.statuses, "reasons": r.reasons} for r in runs]
 
 
-def likely_candidates(problem: Problem, device: str, n: int) -> list[Solution]:
+def likely_candidates(problem: Problem, device: str, n: int, only_groups: tuple[str, ...] = ()) -> list[Solution]:
     """The first ``n`` candidates the agent proposes if every one passes in the same time: the templates'
-    first variants, then the first template's grid neighbours (real latencies may steer elsewhere later)."""
-    agent, history = OfflineAgent(max_candidates=n), []
+    first variants, then the first template's grid neighbours (real latencies may steer elsewhere later).
+    Exports are left out: only C++ candidates are prebuilt, and an export runs Inductor."""
+    agent, history = OfflineAgent(max_candidates=n, export=False, only_groups=only_groups), []
     while (cand := agent.propose(problem, history, device)) is not None:
         fb = tuple(WorkloadFeedback(w.uuid, "PASSED", latency_ms=1.0) for w in problem.workloads)
         history.append(AttemptFeedback(cand.solution.name, cand.solution, fb))
     return [a.solution for a in history]
 
 
-def prebuild(problems: list, device: str, per_problem: int, jobs: int, timeout_s: float = 600.0) -> None:
+def prebuild(
+    problems: list, device: str, per_problem: int, jobs: int, timeout_s: float = 600.0, only_groups: tuple[str, ...] = ()
+) -> None:
     """Build the C++/CUDA candidates the agent will try first, ``jobs`` at once, into the judge's build cache.
 
     The judge caches builds by source hash under its staging root (``kernels_tmp``, relative to the repo,
@@ -135,7 +138,8 @@ def prebuild(problems: list, device: str, per_problem: int, jobs: int, timeout_s
     from sol_bench.runner import candidate_env
     from sol_bench.staging import stage
 
-    todo = [sol for problem in problems for sol in likely_candidates(problem, device, per_problem) if sol.spec.is_cpp]
+    todo = [sol for problem in problems for sol in likely_candidates(problem, device, per_problem, only_groups)
+            if sol.spec.is_cpp]  # fmt: skip
 
     def build(sol) -> str:
         staged = stage(sol, REPO / "kernels_tmp")
@@ -225,6 +229,8 @@ def main() -> int:
     ap.add_argument("-o", "--output", type=Path, default=Path("offline_agents.md"))
     ap.add_argument("--prebuild-jobs", type=int, default=0,
                     help="build the first candidates' C++ sources this many at once before judging (GPU runs)")
+    ap.add_argument("--only-groups", type=lambda v: [g for g in v.split(",") if g], default=[],
+                    help="plan only candidate groups starting with these, comma-separated (e.g. reference/exported)")
     ap.add_argument("--json-out", type=Path, help="also write one JSON object per problem here (for merging runs)")
     ap.add_argument("--resume", action="store_true",
                     help="keep --json-out's problems and skip them (a run cut by a time limit goes on)")
@@ -257,9 +263,9 @@ def main() -> int:
     if args.max_workloads:
         problems = [p.select(p.pick_workloads(args.max_workloads, args.workload_pick)) for p in problems]
     if args.prebuild_jobs:
-        prebuild(problems, args.device, args.max_candidates, args.prebuild_jobs)
+        prebuild(problems, args.device, args.max_candidates, args.prebuild_jobs, only_groups=tuple(args.only_groups))
     for problem in problems:
-        agent = OfflineAgent(max_candidates=args.max_candidates)
+        agent = OfflineAgent(max_candidates=args.max_candidates, only_groups=tuple(args.only_groups))
         history: list[AttemptFeedback] = []
         results: list[Result] = []
         sources: dict[str, str] = {}

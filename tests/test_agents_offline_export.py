@@ -192,3 +192,34 @@ def test_export_stops_at_its_time_budget(rmsnorm):
     with pytest.raises(export.NotExportable, match="over the export budget of 0 s") as err:
         export.export_problem(rmsnorm, "cpu", PLAIN, max_seconds=0.0)
     assert "workload rms-1" in str(err.value)  # the clock runs from the start: nothing fits in no time
+
+
+def _drive(agent, problem, device="cuda:0"):
+    history: list[AttemptFeedback] = []
+    out = []
+    while (c := agent.propose(problem, history, device)) is not None:
+        out.append(c)
+        history.append(AttemptFeedback(c.solution.name, c.solution, (WorkloadFeedback("rms-1", "PASSED", 0.01),)))
+    return out
+
+
+@pytest.mark.slow
+def test_agent_proposes_the_exports_it_made(rmsnorm, exported, monkeypatch):
+    made = []
+    monkeypatch.setattr(export, "export_problem", lambda problem, device, v, s=0: made.append(v.name) or exported)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    got = _drive(OfflineAgent(only_groups=("reference/exported",)), rmsnorm)
+    assert [c.solution.name for c in got] == ["rmsnorm_small__ref_exported_cudagraph", "rmsnorm_small__ref_exported"]
+    assert made == ["exported_cudagraph"]
+    graphed, plain = (c.solution.sources[0].content for c in got)
+    assert "return _graphed(_exported, args)" in graphed and "return _exported(*args)" in plain
+    assert [s.path for s in got[0].solution.sources][1:] == ["exported_0.py", "exported_1.py", "exported_2.py"]
+
+
+def test_agent_without_export_and_with_a_group_filter(rmsnorm, monkeypatch):
+    made = []
+    monkeypatch.setattr(export, "export_problem", lambda *a, **k: made.append(a) or ())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    names = [c.solution.name for c in _drive(OfflineAgent(export=False, only_groups=("reference/",)), rmsnorm)]
+    assert names and all("__ref_" in n and "exported" not in n for n in names)
+    assert made == []

@@ -105,7 +105,9 @@ class OfflineAgent:
 
     language: str | None = None
     max_candidates: int = 64
+    export: bool = True  # plan exported Inductor candidates where this process has the device
     export_seconds: float = 120.0  # Inductor's time to export one problem (all its workloads) before giving up
+    only_groups: tuple[str, ...] = ()  # plan only groups whose name starts with one of these (benches: A/B runs)
     policy: SearchPolicy = field(default_factory=SearchPolicy)
     _proposed: dict[str, list[str]] = field(default_factory=dict)
     _plans: dict[tuple[str, str], list[Planned]] = field(default_factory=dict)
@@ -140,8 +142,10 @@ class OfflineAgent:
         if key not in self._plans:  # matching probes the reference on the CPU: once per problem
             probe = self._probes.setdefault(problem.name, Probe(problem))
             # exporting runs Inductor on the device, so only where this process has it (not on a CPU worker)
-            exporter = partial(self._exported, device) if _is_gpu(device) and torch.cuda.is_available() else None
-            self._plans[key] = list(plan(problem, device, self.language, probe, exporter))
+            here = self.export and _is_gpu(device) and torch.cuda.is_available()
+            exporter = partial(self._exported, device) if here else None
+            planned = plan(problem, device, self.language, probe, exporter)
+            self._plans[key] = [p for p in planned if not self.only_groups or p.group.startswith(self.only_groups)]
         planned = self._plans[key]
         options = [Option(p.name, p.group, p.params) for p in planned]
         verdicts = {a.solution.name: verdict(a) for a in history}

@@ -14,6 +14,11 @@
 #   round trip less per row, RMSNorm h4096 2.0 µs (1.7) -> about 1.5 µs.
 # PART=1: FIRST8 of OFFLINE_SET; PART=2: LAST8 (one call each). SUITE=1 (a call of its own): the whole GPU suite
 # under the CUPTI window, which must hold before that timer becomes the default.
+# EXPORT=1 (a call of its own, if device time is left; session 8): the exported Inductor candidates against
+# torch.compile of the same reference, on four problems (EXPORT_SET). Expected: the same kernels, so equal
+# device time where one launch dominates; less for the multi-kernel L2 blocks (no Dynamo guards or wrapper
+# between launches, ~10-30 µs of host time each under the window), and judge-time loading in seconds
+# instead of the tens of seconds Inductor's lowering takes in the worker.
 # T_b: the committed session-7 CUPTI records (TB_FILE to override); measure_tb.py --resume only adds what a set
 # lacks (SET=DIRS... of other problems).
 set -u
@@ -26,6 +31,17 @@ if [ -n "${SUITE:-}" ]; then
       --out "$R/suite_cupti.md" > "$R/suite_cupti.log" 2>&1
   echo "suite rc=$?" >> "$R/suite_cupti.log"; cp "$R/suite_cupti.md" "$OUT/" 2>/dev/null
   cat "$R/suite_cupti.md" 2>/dev/null || tail -30 "$R/suite_cupti.log"
+  exit 0
+fi
+if [ -n "${EXPORT:-}" ]; then
+  EXPORT_SET=${EXPORT_SET:-"data/problems/L1/rmsnorm_fwd_h4096_eps5_bf16 data/problems/L1/softmax_v128256_fp32
+    data/problems/L2/encoder_attention_h768_heads12_n197_bf16 data/problems/L2/mlp_gelu_exact_k768_i3072_n768_tok197_bf16"}
+  timeout ${OFFLINE_TIMEOUT:-540} python3 bench/bench_offline_agents.py $EXPORT_SET --device cuda --timer cupti \
+      --only-groups reference/exported,reference/inductor_default,reference/inductor_cudagraph --max-candidates 4 \
+      --max-workloads 1 --timeout 120 --baselines "${TB_FILE:-docs/bench/h200_tb_cupti_session7.jsonl}" \
+      -o "$R/offline_export.md" --json-out "$R/offline_export.jsonl" > "$R/offline_export.log" 2>&1
+  echo "export rc=$?" >> "$R/offline_export.log"; cp "$R/offline_export.md" "$R/offline_export.jsonl" "$OUT/" 2>/dev/null
+  grep -v "^built" "$R/offline_export.log" | tail -40
   exit 0
 fi
 TB=$R/tb_cupti.jsonl; cp "${TB_FILE:-docs/bench/h200_tb_cupti_session7.jsonl}" "$TB"
