@@ -115,7 +115,7 @@ def likely_candidates(problem: Problem, device: str, n: int, only_groups: tuple[
     """The first ``n`` candidates the agent proposes if every one passes in the same time: the templates'
     first variants, then the first template's grid neighbours (real latencies may steer elsewhere later).
     Exports are left out: only C++ candidates are prebuilt, and an export runs Inductor."""
-    agent, history = OfflineAgent(max_candidates=n, export=False, only_groups=only_groups), []
+    agent, history = OfflineAgent(max_candidates=n, plan_exports=False, only_groups=only_groups), []
     while (cand := agent.propose(problem, history, device)) is not None:
         fb = tuple(WorkloadFeedback(w.uuid, "PASSED", latency_ms=1.0) for w in problem.workloads)
         history.append(AttemptFeedback(cand.solution.name, cand.solution, fb))

@@ -220,6 +220,6 @@ def test_agent_without_export_and_with_a_group_filter(rmsnorm, monkeypatch):
     made = []
     monkeypatch.setattr(export, "export_problem", lambda *a, **k: made.append(a) or ())
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    names = [c.solution.name for c in _drive(OfflineAgent(export=False, only_groups=("reference/",)), rmsnorm)]
+    names = [c.solution.name for c in _drive(OfflineAgent(plan_exports=False, only_groups=("reference/",)), rmsnorm)]
     assert names and all("__ref_" in n and "exported" not in n for n in names)
     assert made == []

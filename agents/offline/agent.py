@@ -1,7 +1,8 @@
 """The offline agent: template and reference-derived candidates, no network, ordered by measurement.
 
 The plan (best bet first) on a GPU: template kernels (CUDA C++, then Triton; PyTorch only when asked) for every
-family the reference matches, with their parameter grids; then the torch.compile variants; the eager
+family the reference matches, with their parameter grids; then the reference's Inductor code exported as
+source (``export.py``; only where this process has the device), the torch.compile variants, and the eager
 reference last. On the CPU only pytorch-language candidates are made and the eager reference comes first,
 as a sure pass. ``search.SearchPolicy`` picks from the plan with the judge's latencies: each template
 group's first variant, then grid neighbours of the fastest passing variants, then the reference-derived
@@ -105,7 +106,7 @@ class OfflineAgent:
 
     language: str | None = None
     max_candidates: int = 64
-    export: bool = True  # plan exported Inductor candidates where this process has the device
+    plan_exports: bool = True  # plan exported Inductor candidates where this process has the device
     export_seconds: float = 120.0  # Inductor's time to export one problem (all its workloads) before giving up
     only_groups: tuple[str, ...] = ()  # plan only groups whose name starts with one of these (benches: A/B runs)
     policy: SearchPolicy = field(default_factory=SearchPolicy)
@@ -142,7 +143,7 @@ class OfflineAgent:
         if key not in self._plans:  # matching probes the reference on the CPU: once per problem
             probe = self._probes.setdefault(problem.name, Probe(problem))
             # exporting runs Inductor on the device, so only where this process has it (not on a CPU worker)
-            here = self.export and _is_gpu(device) and torch.cuda.is_available()
+            here = self.plan_exports and _is_gpu(device) and torch.cuda.is_available()
             exporter = partial(self._exported, device) if here else None
             planned = plan(problem, device, self.language, probe, exporter)
             self._plans[key] = [p for p in planned if not self.only_groups or p.group.startswith(self.only_groups)]
