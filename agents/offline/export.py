@@ -215,7 +215,7 @@ def _module(file):
                                                        _Path(__file__).with_name(file))
         module = _importlib_util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        module = _loaded[file] = module
+        _loaded[file] = module
     return module
 
 
