@@ -273,6 +273,13 @@ for name in names:
                     good += 1
                 except AssertionError as e:
                     print(name, "variant failed:", str(e)[:200])
+                if "split" in params:  # off CUDA "auto" never splits: force 3 slices, the last one past K
+                    try:
+                        run_solution_here(p, build_solution(p, fam.name, r, b, {**params, "split": 3}))
+                        ok[name + "/split3"] = ok.get(name + "/split3", 0) + 1
+                    except AssertionError as e:
+                        print(name, "split variant failed:", str(e)[:200])
+                        ok[name + "/split3"] = 0
     ok[name] = good
 print("RESULT", json.dumps(ok))
 """
@@ -287,6 +294,8 @@ def test_triton_templates_are_correct_in_the_interpreter(tmp_path):
              "mlp_relu_nobias", "mha_block", "mha_block_biased"]
     result = run_interpreted(_INTERPRET_SCRIPT, names, timeout_s=240)
     assert all(result[n] >= 1 for n in names), result
+    assert result.get("mlp_gelu/split3", 0) >= 1 and result.get("mlp_relu_nobias/split3", 0) >= 1, result
+    assert all(v >= 1 for k, v in result.items() if k.endswith("/split3")), result
 
 
 # ------------------------------------------------------------------------------------ cuda, nvcc compile
@@ -392,20 +401,26 @@ def test_bundled_vision_mlps_bind_their_activation_and_plan_triton_first():
     compile(src, "kernel.py", "exec")
 
 
-def test_graph_wrapper_refreshes_every_static_input_in_place(problems):
-    """The CUDA-graph wrapper's input refresh (one foreach copy), run on CPU tensors: every tensor argument
-    lands in its static buffer, whatever its strides; scalars and the buffers' identities are untouched."""
+def test_graph_variant_writes_the_reference_into_the_destinations_off_cuda(problems):
+    """The CUDA-graph variant is destination-passing: it takes the outputs after the inputs and writes the
+    reference's result into them. Off CUDA it calls straight through (no graph kept); a reference that
+    returns a different number of outputs than the definition names is an error, not a partial write."""
+    p = problems["rmsnorm_small"]
+    graph_variant = compiled.VARIANTS[-1]
+    assert graph_variant.cuda_graph and compiled.solution(p, graph_variant).spec.destination_passing_style
+    assert not compiled.solution(p, compiled.VARIANTS[0]).spec.destination_passing_style
     module = types.ModuleType("graph_wrapper_under_test")
-    exec(compile(compiled.render(problems["rmsnorm_small"], compiled.VARIANTS[-1]), "kernel.py", "exec"), module.__dict__)
-    assert compiled.VARIANTS[-1].cuda_graph
-    args = [torch.randn(4, 6), 1e-6, torch.randn(6, 4).t(), torch.arange(5, dtype=torch.int64)]
-    static = [torch.zeros(4, 6), 1e-6, torch.zeros(6, 4).t(), torch.zeros(5, dtype=torch.int64)]
-    ids = [id(s) for s in static]
-    module._refresh(static, args)
-    assert [id(s) for s in static] == ids
-    for s, a in zip(static, args):
-        if isinstance(a, torch.Tensor):
-            assert torch.equal(s, a) and s.data_ptr() != a.data_ptr()
+    exec(compile(compiled.render(p, graph_variant), "kernel.py", "exec"), module.__dict__)
+    module._compiled = module._reference_run  # the wrapper under test, not Inductor's CPU compile
+    ref = load_reference(p.definition)
+    w = p.workloads[0]
+    inputs = make_inputs(p.definition, w, "cpu", seed=3, reference=ref)
+    expected = ref.run(*inputs.values())
+    out = torch.full_like(expected, float("nan"))
+    assert module.solforge_entry(*inputs.values(), out) is None
+    assert torch.equal(out, expected) and module._graphs == {}
+    with pytest.raises(RuntimeError, match="returned 1 outputs, the definition names 2"):
+        module._graphed(module._reference_run, (*inputs.values(), out, out.clone()), 2)
 
 
 def test_graph_replayed_triton_files_call_straight_through_off_cuda():
@@ -473,6 +488,13 @@ def test_small_m_gemms_narrow_their_column_tiles_until_the_grid_covers_the_sms()
     assert fit(4096, 4096, 128, 128, 1, 132) == 128  # a large GEMM keeps its tile
     assert fit(197, 768, 64, 128, 1, 1) == 128 and fit(9, 16, 16, 16, 1, 132) == 16  # off CUDA; never widened
     assert module._sms(torch.zeros(1)) == 1
+    split = module._fit_split
+    # the MLP down projection (K = 3072 hidden): 24 tiles of 64x128 -> 8 slices of 6 steps (192 CTAs); 48 of
+    # 64x64 -> 4 slices (192 CTAs); 12 of 128x128 -> 8, the most
+    assert split(24, 3072, 64, 132) == 8 and split(48, 3072, 64, 132) == 4 and split(12, 3072, 64, 132) == 8
+    assert split(192, 3072, 64, 132) == 1  # the grid already covers the SMs
+    assert split(24, 256, 64, 132) == 1 and split(24, 512, 64, 132) == 2  # at least 4 BK steps per slice
+    assert split(1, 1 << 20, 64, 132) == 8 and split(24, 3072, 64, 1) == 1  # at most 8; off CUDA never
 
 
 def test_mha_roles_come_from_one_letter_per_name_and_heads_from_the_reference():

@@ -65,9 +65,14 @@ def test_one_module_per_workload_signature_keyed_on_the_reference_arguments(rmsn
 
 
 @pytest.mark.slow
-def test_exported_candidate_passes_the_judge_on_cpu(rmsnorm, exported, tmp_path):
+@pytest.mark.parametrize("variant", export.VARIANTS, ids=lambda v: v.name)
+def test_exported_candidate_passes_the_judge_on_cpu(rmsnorm, exported, variant, tmp_path):
+    """Both entries through the judge: the plain one returns its outputs, the graph one (which calls straight
+    through off CUDA) writes into the outputs the judge passes."""
     pytest.importorskip("sol_bench.judge")
-    statuses = judge_cli(rmsnorm, export.solution(rmsnorm, exported, PLAIN), tmp_path)
+    sol = export.solution(rmsnorm, exported, variant)
+    assert sol.spec.destination_passing_style == variant.cuda_graph
+    statuses = judge_cli(rmsnorm, sol, tmp_path)
     assert statuses == ["PASSED"] * len(rmsnorm.workloads)
 
 
@@ -212,7 +217,7 @@ def test_agent_proposes_the_exports_it_made(rmsnorm, exported, monkeypatch):
     assert [c.solution.name for c in got] == ["rmsnorm_small__ref_exported_cudagraph", "rmsnorm_small__ref_exported"]
     assert made == ["exported_cudagraph"]
     graphed, plain = (c.solution.sources[0].content for c in got)
-    assert "return _graphed(_exported, args)" in graphed and "return _exported(*args)" in plain
+    assert "_graphed(_exported, args, 1)" in graphed and "return _exported(*args)" in plain
     assert [s.path for s in got[0].solution.sources][1:] == ["exported_0.py", "exported_1.py", "exported_2.py"]
 
 

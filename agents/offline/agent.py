@@ -151,7 +151,7 @@ class OfflineAgent:
         options = [Option(p.name, p.group, p.params) for p in planned]
         verdicts = {a.solution.name: verdict(a) for a in history}
         skipped = self._not_exported.setdefault(problem.name, {})
-        while (pick := self.policy.next(options, set(done) | set(skipped), verdicts)) is not None:
+        while (pick := self.policy.next(options, set(done), verdicts, set(skipped))) is not None:
             p = next(p for p in planned if p.name == pick.name)
             try:
                 sol = p.make()

@@ -1,8 +1,9 @@
 """Candidates derived from the reference itself: eager, torch.compile over modes/options, CUDA-graph wrapped.
 
-Each is a pytorch-language solution whose one file is the reference source followed by a wrapper, with
-destination_passing_style False (it returns what the reference returns). The eager one is the safety net
-that always passes; the compiled ones are where the speed comes from on a GPU.
+Each is a pytorch-language solution whose one file is the reference source followed by a wrapper. The plain
+ones return what the reference returns (destination_passing_style False); the CUDA-graph ones take the
+outputs as arguments and replay one graph per buffer set that writes into them (``replay._graphed``). The
+eager one is the safety net that always passes; the compiled ones are where the speed comes from on a GPU.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def render(problem: Problem, variant: CompileVariant) -> str:
         opts = dict(variant.options)
         extra = f", options={opts!r}" if opts else f", mode={variant.mode!r}"
         compiled = f"_torch.compile(_reference_run, dynamic=False{extra})"
-    call = "return _graphed(_compiled, args)" if variant.cuda_graph else "return _compiled(*args)"
+    n_out = len(problem.definition.outputs)
+    call = f"_graphed(_compiled, args, {n_out})" if variant.cuda_graph else "return _compiled(*args)"
     return problem.definition.reference.rstrip() + "\n" + _WRAPPER.format(
         variant=variant.name, replay=replay_source(), compiled=compiled, call=call
     )
@@ -78,7 +80,7 @@ def solution(problem: Problem, variant: CompileVariant) -> Solution:
         "author": "solforge-offline-compiled",
         "description": f"the reference, {variant.name}",
         "spec": {"languages": ["pytorch"], "entry_point": "kernel.py::solforge_entry",
-                 "destination_passing_style": False},
+                 "destination_passing_style": variant.cuda_graph},
         "sources": [{"path": "kernel.py", "content": render(problem, variant)}],
     })  # fmt: skip
 

@@ -238,7 +238,8 @@ def solution(problem: Problem, modules: Sequence[ExportedModule], variant: Compi
     files = {f"exported_{i}.py": m for i, m in enumerate(modules)}
     digest = hashlib.sha256("".join(m.source for m in modules).encode()).hexdigest()[:12]
     table = "{\n" + "".join(f"    {m.key!r}: ({f!r}, {m.order!r}, {m.single!r}),\n" for f, m in files.items()) + "}"
-    call = "return _graphed(_exported, args)" if variant.cuda_graph else "return _exported(*args)"
+    n_out = len(problem.definition.outputs)
+    call = f"_graphed(_exported, args, {n_out})" if variant.cuda_graph else "return _exported(*args)"
     entry = _ENTRY.format(
         problem=problem.name, variant=variant.name, replay=replay_source(), table=table, digest=digest, call=call
     )
@@ -248,7 +249,7 @@ def solution(problem: Problem, modules: Sequence[ExportedModule], variant: Compi
         "author": "solforge-offline-exported",
         "description": f"the reference through Inductor, exported as its generated source ({variant.name})",
         "spec": {"languages": [language(modules)], "entry_point": "kernel.py::solforge_entry",
-                 "destination_passing_style": False},
+                 "destination_passing_style": variant.cuda_graph},
         "sources": [{"path": "kernel.py", "content": entry},
                     *({"path": f, "content": m.source} for f, m in files.items())],
     })  # fmt: skip

@@ -2,12 +2,16 @@
 
 Order: (1) the first variant of each template group not tried yet, in plan order (and any reference-derived
 group planned ahead of all templates), so every family and language is measured once before any budget
-goes to tuning; (2) untried grid neighbours (one parameter
-one step up or down) of each group's fastest passing variant, the fastest group first: a hill climb that
-follows measured latency and stops where no neighbour is faster; (3) the first variant of each remaining
-group (the reference-derived ones, each costly to compile); (4) the rest in plan order. Skipped: variants already proposed; groups whose attempts crashed or failed to build with none
-passing; groups that after ``drop_after`` judged tries are all slower than the best other group by more
-than ``drop_margin`` (a failed variant counts as infinitely slow).
+goes to tuning; (2) the reference's first planned candidate after the templates (on a GPU its exported
+Inductor code), once: the bar the templates have to clear, measured before the climb, so a small budget
+still holds the reference's best bet where no template beats it; (3) untried grid neighbours (one
+parameter one step up or down) of each group's fastest passing variant, the fastest group first: a hill
+climb that follows measured latency and stops where no neighbour is faster; (4) the first variant of each
+remaining group (the other reference-derived ones, each costly to compile); (5) the rest in plan order.
+Options the agent could not make (``unavailable``, e.g. an export Inductor refused) count as absent.
+Skipped: variants already proposed; groups whose attempts crashed or failed to build with none passing;
+groups that after ``drop_after`` judged tries are all slower than the best other group by more than
+``drop_margin`` (a failed variant counts as infinitely slow).
 """
 
 from __future__ import annotations
@@ -73,8 +77,16 @@ def neighbours(a: Option, b: Option, steps: Mapping[tuple[str, str], list[Any]])
 class SearchPolicy:
     drop_after: int = 3
     drop_margin: float = 1.5
+    reference_early: bool = True  # step (2) of the module's order
 
-    def next(self, options: Sequence[Option], proposed: set[str], verdicts: Mapping[str, Verdict]) -> Option | None:
+    def next(
+        self,
+        options: Sequence[Option],
+        proposed: set[str],
+        verdicts: Mapping[str, Verdict],
+        unavailable: frozenset[str] | set[str] = frozenset(),
+    ) -> Option | None:
+        options = [o for o in options if o.name not in unavailable]
         judged = [(o, verdicts[o.name]) for o in options if o.name in verdicts]
         by_group: dict[str, list[Verdict]] = {}
         for o, v in judged:
@@ -88,7 +100,8 @@ class SearchPolicy:
         open_ = [o for o in options if o.name not in proposed and o.name not in verdicts and o.group not in skip]
         if not open_:
             return None
-        touched = {o.group for o in options if o.name in proposed or o.name in verdicts}
+        touched_names = {o.name for o in options if o.name in proposed or o.name in verdicts}
+        touched = {o.group for o in options if o.name in touched_names}
         untried = [o for o in open_ if o.group not in touched]
         # reference-derived groups planned ahead of every template (the CPU's sure pass) keep their place
         lead = next((i for i, o in enumerate(options) if not o.group.startswith(REFERENCE_PREFIX)), len(options))
@@ -96,6 +109,11 @@ class SearchPolicy:
         template = next((o for o in untried if o.name in ahead or not o.group.startswith(REFERENCE_PREFIX)), None)
         if template is not None:
             return template
+        references = [o for o in options if o.group.startswith(REFERENCE_PREFIX)]
+        if self.reference_early and not any(o.name in touched_names for o in references):
+            first_ref = next((o for o in references if o in open_), None)
+            if first_ref is not None:
+                return first_ref
         steps = _steps(options)
         leaders: dict[str, tuple[float, int, Option]] = {}
         for i, (o, v) in enumerate(judged):

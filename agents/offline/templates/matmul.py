@@ -88,7 +88,7 @@ import torch.nn.functional as F
 BIAS_EPILOGUE = "acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]"
 
 
-def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False) -> str:
+def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False, split_k: bool = False) -> str:
     """A tiled GEMM ``name(a, b, bias, c, M, N, K, strides..., BM, BN, BK, GROUP)``: grouped program order,
     fp32 accumulators ``acc`` [BM, BN] over rows ``rm`` and columns ``rn``, then ``epilogue`` (lines of
     Triton, e.g. ``BIAS_EPILOGUE`` and an activation) before the one store in c's dtype.
@@ -96,9 +96,15 @@ def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False) 
     ``three_way``: one launch for three GEMMs of one A (grid axis 1 picks which): after ``scn`` the kernel
     takes the second and third B's and biases as element offsets from the first (``b_off1, b_off2,
     bias_off1, bias_off2``; separate tensors of one dtype and layout) and the output's stride between the
-    three results (``scz``)."""
+    three results (``scz``).
+
+    ``split_k``: grid axis 1 splits K into slices of ``k_per`` (a multiple of BK); slice s writes its fp32
+    partial sums to ``c + s * scs`` (a workspace), which a second kernel adds up (``SPLIT_SUM``). Only for
+    linear epilogues, which that kernel applies: an activation of a partial sum is not the activation."""
+    if three_way and split_k:
+        raise ValueError("a GEMM launch is either three-way or split over K, not both")
     lines = "\n    ".join(epilogue)
-    extra, pick = "", ""
+    extra, pick, k_range = "", "", "0, K, BK"
     if three_way:
         extra = " b_off1, b_off2, bias_off1, bias_off2, scz,"
         pick = """
@@ -106,6 +112,13 @@ def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False) 
     b_ptr += (z == 1).to(tl.int64) * b_off1 + (z == 2).to(tl.int64) * b_off2
     bias_ptr += (z == 1).to(tl.int64) * bias_off1 + (z == 2).to(tl.int64) * bias_off2
     c_ptr += z * scz"""
+    if split_k:
+        extra = " k_per, scs,"
+        pick = """
+    s = tl.program_id(1)
+    k_lo = s * k_per
+    c_ptr += s.to(tl.int64) * scs"""
+        k_range = "k_lo, k_lo + k_per, BK"  # the last slice may run past K: its loads are masked
     return f"""
 @triton.jit
 def {name}(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,{extra}
@@ -121,7 +134,7 @@ def {name}(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
     rn = pid_n * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k0 in range(0, K, BK):
+    for k0 in range({k_range}):
         ka = k0 + rk
         av = tl.load(a_ptr + rm[:, None] * sam + ka[None, :] * sak, mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)
         bv = tl.load(b_ptr + ka[:, None] * sbk + rn[None, :] * sbn, mask=(ka[:, None] < K) & (rn[None, :] < N), other=0.0)
@@ -152,6 +165,33 @@ def _fit_bn(m, n, bm, bn, z, sms):
     while bn > 32 and triton.cdiv(m, bm) * triton.cdiv(n, bn) * z < sms:
         bn //= 2
     return bn
+
+
+def _fit_split(tiles, k, bk, sms):
+    # slices of K (at least 4 BK steps each) until the grid covers the SMs: a small-M GEMM over a long K
+    # otherwise runs a few dozen programs through a long serial loop
+    split = 1
+    while tiles * split < sms and triton.cdiv(k, bk) >= split * 2 * 4 and split < 8:
+        split *= 2
+    return split
+'''
+
+
+# Adds up split_k partial sums [SPLIT, M, N] (fp32, contiguous) into c, with an optional bias: one row per
+# program along grid axis 0, column blocks along axis 1.
+SPLIT_SUM = '''
+@triton.jit
+def _sum_splits(ws_ptr, bias_ptr, c_ptr, N, scs, scm, scn, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    m = col < N
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in tl.static_range(SPLIT):
+        acc += tl.load(ws_ptr + s * scs + row * N + col, mask=m, other=0.0)
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + col, mask=m, other=0.0).to(tl.float32)
+    tl.store(c_ptr + row * scm + col * scn, acc.to(c_ptr.dtype.element_ty), mask=m)
 '''
 
 

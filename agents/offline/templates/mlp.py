@@ -7,8 +7,10 @@ reproduces the reference with it.
 Kernels (Triton): two launches of one tiled GEMM (tl.dot, fp32 accumulators, grouped program order). The
 first applies b1 and the activation before its one store of the hidden activations, in the input dtype, as
 the reference rounds them; the second adds b2. The hidden tensor is the only extra memory traffic: the
-unfused chain also writes and reads the pre-activation and the activation output.
-Launcher: grid = cdiv(M, BM) · cdiv(N, BN) per GEMM. Notes at the bottom.
+unfused chain also writes and reads the pre-activation and the activation output. Where the down
+projection's tiles leave SMs idle (a few hundred tokens), its K (the hidden width) is split in up to 8
+slices whose fp32 partial sums a third kernel adds up with b2 (``split``: "auto" fits it at run time).
+Launcher: grid = cdiv(M, BM) · cdiv(N, BN) per GEMM (· split for the down one). Notes at the bottom.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from sol_bench.problem import Problem
 from ..graph import OpSignature
 from .base import Binding, Family, Renderer, graph_replayed, py_signature, triton_launcher
 from .elementwise import ACTS as ELEMENTWISE_ACTS, one_act_per_structure
-from .matmul import BIAS_EPILOGUE, FIT_TILES, triton_gemm_kernel
+from .matmul import BIAS_EPILOGUE, FIT_TILES, SPLIT_SUM, triton_gemm_kernel
 
 _ALLOWED = {"mm", "addmm", "matmul", "t", "permute", "transpose", "_to_copy", "add", "mul", "div", "pow", "rsub",
             "erf", "tanh", "sigmoid", "relu", "gelu", "silu", "view", "_unsafe_view", "reshape", "expand", "clone",
@@ -108,16 +110,20 @@ def _gemm_kernel(name: str, bias: bool, act: str | None) -> str:
 def _render_launches(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     r, y = b.roles, _out(problem)
     x, w1, w2, b1, b2 = r["x"], r["w1"], r["w2"], r.get("b1"), r.get("b2")
-    tiles = f"BM=BM, BK={p['bk']}, GROUP=8, num_warps={p['num_warps']}, num_stages={p['stages']}"
+    tiles = f"BM=BM, BK=BK, GROUP=8, num_warps={p['num_warps']}, num_stages={p['stages']}"
     return f"""import torch
 import triton
 import triton.language as tl
 
 {_gemm_kernel("_up", b1 is not None, b.consts["act"])}
 {_gemm_kernel("_down", b2 is not None, None)}
+{triton_gemm_kernel("_down_split", [], split_k=True)}
+{SPLIT_SUM}
 {triton_launcher()}{FIT_TILES}
 _up_launch = _Launcher(_up)
 _down_launch = _Launcher(_down)
+_down_split_launch = _Launcher(_down_split)
+_sum_launch = _Launcher(_sum_splits)
 
 
 {py_signature(problem)}
@@ -131,14 +137,34 @@ _down_launch = _Launcher(_down)
         {"c2.copy_(" + b2 + ".expand_as(c2))" if b2 else "c2.zero_()"}
         return
     h = torch.empty((M, hidden), dtype={x}.dtype, device={x}.device)
-    BM, sms = {p["bm"]}, _sms(a2)
-    BN1, BN2 = _fit_bn(M, hidden, BM, {p["bn"]}, 1, sms), _fit_bn(M, N, BM, {p["bn"]}, 1, sms)
+    BM, BK, sms = {p["bm"]}, {p["bk"]}, _sms(a2)
+    BN1 = _fit_bn(M, hidden, BM, {p["bn"]}, 1, sms)
     # W1 [I, K] and W2 [NO, I] are read as (k, n) through their strides: no transposed copies
     _up_launch((triton.cdiv(M, BM) * triton.cdiv(hidden, BN1),), a2, {w1}, {b1 or "a2"}, h, M, hidden, K,
                a2.stride(0), a2.stride(1), {w1}.stride(1), {w1}.stride(0), h.stride(0), h.stride(1), BN=BN1, {tiles})
-    _down_launch((triton.cdiv(M, BM) * triton.cdiv(N, BN2),), h, {w2}, {b2 or "h"}, c2, M, N, hidden,
-                 h.stride(0), h.stride(1), {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), BN=BN2, {tiles})
+    BN2 = {p["bn"]}
+    tiles2 = triton.cdiv(M, BM) * triton.cdiv(N, BN2)
+    split = {_split_expr(p)}
+    if split == 1:
+        BN2 = _fit_bn(M, N, BM, BN2, 1, sms)
+        _down_launch((triton.cdiv(M, BM) * triton.cdiv(N, BN2),), h, {w2}, {b2 or "h"}, c2, M, N, hidden,
+                     h.stride(0), h.stride(1), {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), BN=BN2,
+                     {tiles})
+        return
+    # the down projection's K (the hidden width) in slices: fp32 partial sums, then one kernel adds them up
+    k_per = triton.cdiv(triton.cdiv(hidden, BK), split) * BK
+    ws = torch.empty((split, M, N), dtype=torch.float32, device={x}.device)
+    _down_split_launch((tiles2, split), h, {w2}, h, ws, M, N, hidden, h.stride(0), h.stride(1), {w2}.stride(1),
+                       {w2}.stride(0), N, 1, k_per, M * N, BN=BN2, {tiles})
+    _sum_launch((M, triton.cdiv(N, 1024)), ws, {b2 or "ws"}, c2, N, M * N, c2.stride(0), c2.stride(1), SPLIT=split,
+                HAS_BIAS={b2 is not None}, BLOCK=1024, num_warps=4)
 """
+
+
+def _split_expr(p: Mapping[str, Any]) -> str:
+    """The down projection's K split: ``auto`` fits it to the SMs at run time (``_fit_split``), a number forces it."""
+    split = p.get("split", "auto")
+    return "_fit_split(tiles2, hidden, BK, sms)" if split == "auto" else str(int(split))
 
 
 def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
@@ -153,7 +179,8 @@ FAMILY = Family(
         Renderer("pytorch", False, {}, render_pytorch),
         Renderer(
             "triton", True,
-            {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4, 8), "stages": (4, 3), "graph": (True,)},
+            {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4, 8), "stages": (4, 3), "graph": (True,),
+             "split": ("auto",)},
             render_triton,
         ),  # fmt: skip
     ),
