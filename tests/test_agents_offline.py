@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from sol_bench.models import Solution
 from sol_bench.problem import load_problem
 from sol_bench.reference import load_reference
 
+REPO = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "problems" / "rmsnorm_small"
 
 SYNTHETIC = {
@@ -509,3 +511,40 @@ def test_mha_roles_come_from_one_letter_per_name_and_heads_from_the_reference():
 
     triton = next(r for r in FAMILY.renderers if r.language == "triton")
     assert not triton.accepts(Binding({}, {"heads": 16, "head_dim": 72})) and triton.accepts(Binding({}, {"heads": 12, "head_dim": 64}))
+
+
+# a local declared in a rendered run(...): C++ declarations, and Python assignments at the body's top level
+_CPP_LOCAL = re.compile(
+    r"^\s*(?:const\s+)?(?:auto|long long|int|bool|float|double|size_t|int64_t|uintptr_t|scalar_t|at::Tensor)"
+    r"\s*\*?\s*(\w+)\s*[=,]", re.M)  # fmt: skip
+_PY_LOCAL = re.compile(r"^    (\w+(?:\s*,\s*\w+)*)\s*=(?!=)", re.M)
+
+
+def _run_locals(source: str, python: bool) -> set[str]:
+    start = source.find("def run(" if python else "void run(")
+    if start < 0:
+        return set()
+    body = source[start:]
+    if python:
+        return {v.strip() for m in _PY_LOCAL.findall(body) for v in m.split(",")}
+    return set(_CPP_LOCAL.findall(body))
+
+
+@pytest.mark.slow
+def test_template_locals_never_shadow_a_problem_argument():
+    """run(...)'s parameters are the problem's own names; a template's local of the same name breaks the build
+    (C++: a redeclaration, as a SwiGLU whose second input is "up" once hit) or silently rebinds the argument
+    (Python). Every template candidate of every bundled problem, rendered for the GPU."""
+    clashes = []
+    for d in sorted((REPO / "data" / "problems").glob("*/*")):
+        p = load_problem(d)
+        names = set(p.definition.inputs) | set(p.definition.outputs)
+        for planned in plan(p, "cuda:0"):
+            if planned.group.startswith("reference/"):
+                continue
+            for s in planned.solution.sources:
+                bad = _run_locals(s.content, s.path.endswith(".py")) & names
+                if bad:
+                    clashes.append((p.name, planned.group, s.path, sorted(bad)))
+    assert not clashes, clashes[:10]
+    assert _run_locals("void run(at::Tensor up) {\n  const auto* up = 0;\n}", False) == {"up"}  # the check sees it

@@ -207,32 +207,35 @@ def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     if not _gated(b):
         g_ptr = u_ptr = b.roles["x"]
         offs = "0, 0"
-        setup = f"const long long half = {y}.size(-1), in_cols = half;"
+        setup = f"const long long sf_half = {y}.size(-1), sf_in_cols = sf_half;"
     elif b.consts["halves"]:
         x = b.roles["x"]
         g_ptr = u_ptr = x
-        offs = "0, half" if b.consts["gate_first"] else "half, 0"
-        setup = f"const long long half = {x}.size(-1) / 2, in_cols = 2 * half;"
+        offs = "0, sf_half" if b.consts["gate_first"] else "sf_half, 0"
+        setup = f"const long long sf_half = {x}.size(-1) / 2, sf_in_cols = 2 * sf_half;"
     else:
         g_ptr, u_ptr = b.roles["gate"], b.roles["up"]
         offs = "0, 0"
-        setup = f"const long long half = {y}.size(-1), in_cols = half;"
+        setup = f"const long long sf_half = {y}.size(-1), sf_in_cols = sf_half;"
     gated = "true" if _gated(b) else "false"
+    # locals carry an sf_ prefix: the parameters of run are the problem's own names (a SwiGLU's "up", say)
     body = f"""  {setup}
-  const long long n = {y}.numel();
-  if (n == 0) return;
-  auto stream = c10::cuda::getCurrentCUDAStream();
+  const long long sf_n = {y}.numel();
+  if (sf_n == 0) return;
+  auto sf_stream = c10::cuda::getCurrentCUDAStream();
   DISPATCH_FLOAT({y}.scalar_type(), scalar_t, {{
-    const auto* gp = reinterpret_cast<const scalar_t*>({g_ptr}.data_ptr());
-    const auto* up = reinterpret_cast<const scalar_t*>({u_ptr}.data_ptr());
-    auto* yp = reinterpret_cast<scalar_t*>({y}.data_ptr());
-    const long long e = 16 / (long long)sizeof(scalar_t);
-    const bool vec = half % e == 0 && in_cols % e == 0 && reinterpret_cast<uintptr_t>(gp) % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(up) % 16 == 0 && reinterpret_cast<uintptr_t>(yp) % 16 == 0;
-    const long long items = vec ? n / e : n;
-    const int blocks = (int)std::min<long long>((items + {t} - 1) / {t}, 132LL * {p["waves"]} * (2048 / {t}));
-    if (vec) act_mul<scalar_t, {gated}, true><<<blocks, {t}, 0, stream>>>(gp, up, yp, n, half, in_cols, {offs});
-    else act_mul<scalar_t, {gated}, false><<<blocks, {t}, 0, stream>>>(gp, up, yp, n, half, in_cols, {offs});
+    const auto* sf_g = reinterpret_cast<const scalar_t*>({g_ptr}.data_ptr());
+    const auto* sf_u = reinterpret_cast<const scalar_t*>({u_ptr}.data_ptr());
+    auto* sf_y = reinterpret_cast<scalar_t*>({y}.data_ptr());
+    const long long sf_e = 16 / (long long)sizeof(scalar_t);
+    const bool sf_vec = sf_half % sf_e == 0 && sf_in_cols % sf_e == 0 && reinterpret_cast<uintptr_t>(sf_g) % 16 == 0 &&
+                        reinterpret_cast<uintptr_t>(sf_u) % 16 == 0 && reinterpret_cast<uintptr_t>(sf_y) % 16 == 0;
+    const long long sf_items = sf_vec ? sf_n / sf_e : sf_n;
+    const int sf_blocks = (int)std::min<long long>((sf_items + {t} - 1) / {t}, 132LL * {p["waves"]} * (2048 / {t}));
+    if (sf_vec) act_mul<scalar_t, {gated}, true><<<sf_blocks, {t}, 0, sf_stream>>>(
+        sf_g, sf_u, sf_y, sf_n, sf_half, sf_in_cols, {offs});
+    else act_mul<scalar_t, {gated}, false><<<sf_blocks, {t}, 0, sf_stream>>>(
+        sf_g, sf_u, sf_y, sf_n, sf_half, sf_in_cols, {offs});
   }});
   C10_CUDA_KERNEL_LAUNCH_CHECK();"""
     return cuda_module(problem, _CUDA.replace("ACT_EXPR", ACTS[b.consts["act"]][2]), body)
