@@ -21,6 +21,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Mapping
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,11 +112,16 @@ def confirm(problem: Problem, best: Result, solution_json: str, n: int, config: 
     return res, [r.latencies if r.passed else {"failed": r.statuses, "reasons": r.reasons} for r in runs]
 
 
-def likely_candidates(problem: Problem, device: str, n: int, only_groups: tuple[str, ...] = ()) -> list[Solution]:
+def likely_candidates(
+    problem: Problem, device: str, n: int, only_groups: tuple[str, ...] = (), probe_on: Problem | None = None
+) -> list[Solution]:
     """The first ``n`` candidates the agent proposes if every one passes in the same time: the templates'
     first variants, then the first template's grid neighbours (real latencies may steer elsewhere later).
-    Exports are left out: only C++ candidates are prebuilt, and an export runs Inductor."""
+    Exports are left out: only C++ candidates are prebuilt, and an export runs Inductor. ``probe_on``: the
+    problem whose workloads check the template bindings (``OfflineAgent.probe_with``)."""
     agent, history = OfflineAgent(max_candidates=n, plan_exports=False, only_groups=only_groups), []
+    if probe_on is not None:
+        agent.probe_with(probe_on)
     while (cand := agent.propose(problem, history, device)) is not None:
         fb = tuple(WorkloadFeedback(w.uuid, "PASSED", latency_ms=1.0) for w in problem.workloads)
         history.append(AttemptFeedback(cand.solution.name, cand.solution, fb))
@@ -123,7 +129,8 @@ def likely_candidates(problem: Problem, device: str, n: int, only_groups: tuple[
 
 
 def prebuild(
-    problems: list, device: str, per_problem: int, jobs: int, timeout_s: float = 600.0, only_groups: tuple[str, ...] = ()
+    problems: list, device: str, per_problem: int, jobs: int, timeout_s: float = 600.0, only_groups: tuple[str, ...] = (),
+    probe_on: Mapping[str, Problem] | None = None,
 ) -> None:
     """Build the C++/CUDA candidates the agent will try first, ``jobs`` at once, into the judge's build cache.
 
@@ -138,7 +145,9 @@ def prebuild(
     from sol_bench.runner import candidate_env
     from sol_bench.staging import stage
 
-    todo = [sol for problem in problems for sol in likely_candidates(problem, device, per_problem, only_groups)
+    probe_on = probe_on or {}
+    todo = [sol for problem in problems
+            for sol in likely_candidates(problem, device, per_problem, only_groups, probe_on.get(problem.name))
             if sol.spec.is_cpp]  # fmt: skip
 
     def build(sol) -> str:
@@ -260,12 +269,15 @@ def main() -> int:
                          launch_preroll_us=args.preroll_us, timer=args.timer)  # fmt: skip
     problems = [load_problem(d) for root in args.problems for d in find_problems(root)]
     problems = [p for p in problems if p.name not in done]
+    whole = {p.name: p for p in problems}  # templates bind on the smallest workloads, whichever are judged
     if args.max_workloads:
         problems = [p.select(p.pick_workloads(args.max_workloads, args.workload_pick)) for p in problems]
     if args.prebuild_jobs:
-        prebuild(problems, args.device, args.max_candidates, args.prebuild_jobs, only_groups=tuple(args.only_groups))
+        prebuild(problems, args.device, args.max_candidates, args.prebuild_jobs, only_groups=tuple(args.only_groups),
+                 probe_on=whole)
     for problem in problems:
         agent = OfflineAgent(max_candidates=args.max_candidates, only_groups=tuple(args.only_groups))
+        agent.probe_with(whole[problem.name])
         history: list[AttemptFeedback] = []
         results: list[Result] = []
         sources: dict[str, str] = {}

@@ -548,3 +548,23 @@ def test_template_locals_never_shadow_a_problem_argument():
                     clashes.append((p.name, planned.group, s.path, sorted(bad)))
     assert not clashes, clashes[:10]
     assert _run_locals("void run(at::Tensor up) {\n  const auto* up = 0;\n}", False) == {"up"}  # the check sees it
+
+
+def test_a_bench_judging_a_large_workload_still_binds_templates_on_the_small_ones():
+    """Softmax over 128256 columns judged at T=333 (342 MB): too big to probe on the CPU, so on its own that
+    selection binds no template; probed on the whole problem (its T=1 workload) the templates come back."""
+    p = load_problem(REPO / "data/problems/L1/softmax_v128256_fp32")
+    big = p.select(p.pick_workloads(1, "spread"))
+    assert [dict(w.axes) for w in big.workloads] == [{"T": 333}]  # what the H200 bench judged (session 9)
+
+    def groups(agent):
+        history, seen = [], []
+        while (c := agent.propose(big, history, "cpu")) is not None:
+            seen.append(c.notes)
+            history.append(AttemptFeedback(c.solution.name, c.solution, (WorkloadFeedback("w", "PASSED", None),)))
+        return seen
+
+    assert not any(n.startswith("template") for n in groups(OfflineAgent(max_candidates=8)))
+    seeded = OfflineAgent(max_candidates=8)
+    seeded.probe_with(p)
+    assert any(n.startswith("template softmax") for n in groups(seeded))

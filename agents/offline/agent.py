@@ -162,6 +162,12 @@ class OfflineAgent:
             return Candidate(solution=sol, agent=self.name, language=sol.spec.languages[0].value, notes=p.notes)
         return None
 
+    def probe_with(self, problem: Problem) -> None:
+        """Check template bindings of ``problem.name`` on this problem's workloads rather than the ones later
+        proposed for: a bench that judges a subset of large workloads (whose CPU probe would be too big to
+        run, so no template would bind) still probes on the full problem's small ones."""
+        self._probes[problem.name] = Probe(problem)
+
     def not_exported(self, problem: Problem) -> Mapping[str, str]:
         """Why planned exports of ``problem`` were skipped (candidate name -> reason)."""
         return dict(self._not_exported.get(problem.name, {}))
