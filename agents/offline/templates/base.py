@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping
 from sol_bench.models import Solution
 from sol_bench.problem import Problem
 
+from ..compiled import replay_source
 from ..graph import OpSignature
 from .probe import Probe, run_rendered
 
@@ -286,49 +287,22 @@ class _Launcher:
 
 
 # A rendered Triton file of several launches can replay them as one CUDA graph: each launch from Python costs
-# host time, and between a call's first and last GPU activity that time is counted. The graph is keyed by
-# every argument's address, shape, strides and dtype (and scalars' values), so it only ever replays on the
-# very buffers it was captured on, reading their current contents; the judge refills registered buffers in
-# place, so its timed calls hit. The first call per key runs once on a side stream (compiling and filling
-# ``_Launcher``'s caches outside the capture), then captures and replays. Off CUDA it calls straight through.
-TRITON_GRAPH = '''
-
-_graphs = {}
-_GRAPHS_KEPT = 8  # each graph keeps its intermediates alive: the oldest goes first
-
-
-def _graph_key(args):
-    return tuple((a.data_ptr(), tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else ("s", a)
-                 for a in args)
-
+# host time, and between a call's first and last GPU activity that time is counted. ``replay._replay_graph``
+# (its text appended to the file) keys the graph by every argument's buffer, so it only ever replays on the
+# very buffers it was captured on; one warm-up call compiles and fills ``_Launcher``'s caches outside the
+# capture. Off CUDA it calls straight through.
+TRITON_GRAPH_RUN = """
 
 def run(*args):
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    if not tensors or not all(t.is_cuda for t in tensors) or torch.cuda.is_current_stream_capturing():
-        return _run_once(*args)
-    key = _graph_key(args)
-    graph = _graphs.get(key)
-    if graph is None:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            _run_once(*args)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            _run_once(*args)
-        while len(_graphs) >= _GRAPHS_KEPT:
-            _graphs.pop(next(iter(_graphs)))
-        _graphs[key] = graph
-    graph.replay()
-'''
+    _replay_graph(lambda: _run_once(*args), args, warmups=1)
+"""
 
 
 def graph_replayed(source: str) -> str:
-    """A rendered Triton file whose ``run`` replays its launches as one CUDA graph (see ``TRITON_GRAPH``)."""
+    """A rendered Triton file whose ``run`` replays its launches as one CUDA graph (see ``TRITON_GRAPH_RUN``)."""
     if source.count("\ndef run(") != 1:
         raise ValueError("graph_replayed needs exactly one top-level `def run(` in the rendered source")
-    return source.replace("\ndef run(", "\ndef _run_once(") + TRITON_GRAPH
+    return source.replace("\ndef run(", "\ndef _run_once(") + "\n\n" + replay_source() + TRITON_GRAPH_RUN
 
 
 def triton_launcher() -> str:
