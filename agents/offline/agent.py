@@ -5,8 +5,9 @@ family the reference matches, with their parameter grids; then the reference's I
 source (``export.py``; only where this process has the device), the torch.compile variants, and the eager
 reference last. On the CPU only pytorch-language candidates are made and the eager reference comes first,
 as a sure pass. ``search.SearchPolicy`` picks from the plan with the judge's latencies: each template
-group's first variant, then grid neighbours of the fastest passing variants, then the reference-derived
-groups; it drops broken or clearly slower groups (family × language × binding).
+group's first variant, then the reference's first candidate after them (the bar to clear), then grid
+neighbours of the fastest passing variants, then the other reference-derived groups; it drops broken or
+clearly slower groups (family × language × binding).
 """
 
 from __future__ import annotations
