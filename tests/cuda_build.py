@@ -11,10 +11,11 @@ from pathlib import Path
 
 from sol_bench.models import Solution
 
-# What the kernel TU may include: at::Tensor, the current CUDA stream, TORCH_CHECK and the launch check.
+# What the kernel TU may include: at::Tensor, the current CUDA stream, TORCH_CHECK and the launch check, and
+# small C++ standard headers (none of torch's extension headers, which cost nvcc most of a build).
 LIGHT_HEADERS = {
     "ATen/core/Tensor.h", "c10/cuda/CUDAException.h", "c10/cuda/CUDAStream.h", "c10/util/Exception.h",
-    "cuda_bf16.h", "cuda_fp16.h",
+    "cuda_bf16.h", "cuda_fp16.h", "array", "mutex",
 }  # fmt: skip
 
 
