@@ -6,7 +6,10 @@ For each problem (its first workload) this times, in this one trusted process:
 - ``gpu_us``: the GPU's busy time per call from CUPTI (torch.profiler): kernels, copies and sets;
 - ``kernels``: GPU activities per call;
 - ``judged_us`` / ``judged0_us``: the judge's protocol (``sol_bench.timing.time_callable``) with the
-  launch pre-roll and without it.
+  launch pre-roll and without it;
+- with ``--l2``: ``cupti_dirty_us``, the CUPTI window after the judge's L2 flush (a buffer twice L2's size
+  written, which leaves every L2 line dirty), and ``cupti_clean_us``, the same window after reading that much
+  instead (L2 evicted, its lines clean). The difference is what the flush's write-backs cost the call.
 
 Rows: the eager reference and its CUDA-graph replay of torch.compile (the usual T_b), then the offline
 agent's first ``--candidates`` proposals, built with the judge's build and called here directly. A row whose
@@ -55,6 +58,9 @@ class Row:
     judged_us: float
     judged0_us: float
     matches: str = ""  # the candidate's outputs vs the reference's after the timed calls ("yes", or why not)
+    kernels_us: tuple[tuple[str, float], ...] = ()  # per GPU activity name: µs per call, longest first
+    cupti_dirty_us: float | None = None
+    cupti_clean_us: float | None = None
 
 
 def load_candidate(sol: Solution, device: str, staging_root: Path) -> Callable[..., Any]:
@@ -84,7 +90,8 @@ def host_us(fn: Callable[[], Any], device: torch.device, n: int = 50) -> float:
     return statistics.median(xs)
 
 
-def gpu_us(fn: Callable[[], Any], device: torch.device, n: int = 20) -> tuple[float, float]:
+def gpu_us(fn: Callable[[], Any], device: torch.device, n: int = 20) -> tuple[float, float, dict[str, float]]:
+    """GPU busy µs per call, GPU activities per call, and µs per call of each activity name."""
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize(device)
@@ -93,23 +100,38 @@ def gpu_us(fn: Callable[[], Any], device: torch.device, n: int = 20) -> tuple[fl
             fn()
         torch.cuda.synchronize(device)
     busy, count = 0.0, 0
+    per_name: dict[str, float] = {}
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
             busy += e.time_range.elapsed_us()
             count += 1
-    return busy / n, count / n
+            per_name[e.name] = per_name.get(e.name, 0.0) + e.time_range.elapsed_us() / n
+    return busy / n, count / n, per_name
 
 
-def measure(problem: Problem, name: str, fn: Callable[[], Any], device: torch.device) -> Row:
+def l2_rows(fn: Callable[[], Any], device: torch.device) -> tuple[float, float]:
+    """(CUPTI window after the judge's dirty flush, after a clean one): median µs of 30 calls each."""
+    props = torch.cuda.get_device_properties(device)
+    big = torch.ones(max(int(getattr(props, "L2_cache_size", 0)) * 2, 64 << 20) // 4, dtype=torch.float32, device=device)
+    sink = torch.empty((), dtype=torch.float32, device=device)
+    dirty = time_callable(fn, device, 5, 30, True, None, 0.0, timer="cupti").median_ms * 1e3
+    clean = time_callable(fn, device, 5, 30, False, lambda: torch.sum(big, out=sink), 0.0, timer="cupti").median_ms * 1e3
+    return dirty, clean
+
+
+def measure(problem: Problem, name: str, fn: Callable[[], Any], device: torch.device, l2: bool = False) -> Row:
     for _ in range(5):
         fn()
-    g, k = gpu_us(fn, device)
+    g, k, per_name = gpu_us(fn, device)
     j = time_callable(fn, device, 5, 30, True, None, LAUNCH_PREROLL_US).median_ms * 1e3
     j0 = time_callable(fn, device, 5, 30, True, None, 0.0).median_ms * 1e3
-    return Row(problem.name, name, host_us(fn, device), g, k, j, j0)
+    kernels = tuple(sorted(per_name.items(), key=lambda kv: -kv[1]))
+    dirty, clean = l2_rows(fn, device) if l2 else (None, None)
+    return Row(problem.name, name, host_us(fn, device), g, k, j, j0, kernels_us=kernels, cupti_dirty_us=dirty,
+               cupti_clean_us=clean)
 
 
-def profile_problem(problem: Problem, device: torch.device, candidates: int, staging: Path) -> list[Row]:
+def profile_problem(problem: Problem, device: torch.device, candidates: int, staging: Path, l2: bool = False) -> list[Row]:
     from bench_offline_agents import likely_candidates
 
     workload = problem.workloads[0]
@@ -121,7 +143,7 @@ def profile_problem(problem: Problem, device: torch.device, candidates: int, sta
         for variant in (EAGER, CUDAGRAPH_COMPILE):
             torch.compiler.reset()
             try:
-                rows.append(measure(problem, variant, _variant_callable(variant, reference.run, inputs, device), device))
+                rows.append(measure(problem, variant, _variant_callable(variant, reference.run, inputs, device), device, l2))
             except Exception as e:  # noqa: BLE001 - report and go on
                 print(f"{problem.name}: {variant} failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
         torch.compiler.reset()
@@ -131,7 +153,7 @@ def profile_problem(problem: Problem, device: torch.device, candidates: int, sta
                 f = load_candidate(sol, str(device), staging)
                 args = inputs + outs if sol.spec.destination_passing_style else inputs
                 box = []
-                row = measure(problem, sol.name.split("__", 1)[-1], lambda f=f, a=args: box.append(f(*a)), device)
+                row = measure(problem, sol.name.split("__", 1)[-1], lambda f=f, a=args: box.append(f(*a)), device, l2)
                 got = outs if sol.spec.destination_passing_style else _outputs(box[-1])
                 rows.append(replace(row, matches=_matches(got, expected, workload)))
             except Exception as e:  # noqa: BLE001
@@ -152,14 +174,28 @@ def _matches(got: list[torch.Tensor], expected: list[torch.Tensor], workload) ->
 
 
 def table(rows: list[Row]) -> str:
+    l2 = any(r.cupti_dirty_us is not None for r in rows)
+    extra = (" CUPTI µs, dirty flush | CUPTI µs, clean flush |", "---:|---:|") if l2 else ("", "")
     lines = [
-        "| problem | candidate | host µs | GPU busy µs | GPU ops/call | judged µs (pre-roll) | judged µs (none) | matches |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        "| problem | candidate | host µs | GPU busy µs | GPU ops/call | judged µs (pre-roll) | judged µs (none) |"
+        + extra[0] + " matches |",
+        "|---|---|---:|---:|---:|---:|---:|" + extra[1] + "---|",
     ]
     for r in rows:
+        cols = f" {r.cupti_dirty_us or 0:.1f} | {r.cupti_clean_us or 0:.1f} |" if l2 else ""
         lines.append(
-            f"| {r.problem} | {r.name} | {r.host_us:.1f} | {r.gpu_us:.1f} | {r.kernels:.1f} | {r.judged_us:.1f} | {r.judged0_us:.1f} | {r.matches} |"
+            f"| {r.problem} | {r.name} | {r.host_us:.1f} | {r.gpu_us:.1f} | {r.kernels:.1f} | {r.judged_us:.1f} | "
+            f"{r.judged0_us:.1f} |{cols} {r.matches} |"
         )
+    return "\n".join(lines) + "\n"
+
+
+def kernel_table(rows: list[Row]) -> str:
+    """Where each row's GPU time goes: every GPU activity (kernel, copy, set) and its µs per call."""
+    lines = ["| problem | candidate | GPU activity | µs per call |", "|---|---|---|---:|"]
+    for r in rows:
+        for name, us in r.kernels_us:
+            lines.append(f"| {r.problem} | {r.name} | `{name[:90]}` | {us:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -169,6 +205,8 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--candidates", type=int, default=3, help="offline-agent proposals per problem")
     ap.add_argument("--staging-root", type=Path, default=REPO / "kernels_tmp")
+    ap.add_argument("--kernels", action="store_true", help="also list each row's GPU activities and their µs")
+    ap.add_argument("--l2", action="store_true", help="also time each row under CUPTI after a dirty and a clean flush")
     ap.add_argument("-o", "--out", type=Path)
     a = ap.parse_args()
     device = torch.device(a.device)
@@ -176,10 +214,14 @@ def main() -> int:
         ap.error("launch_profile needs a CUDA device")
     rows: list[Row] = []
     for p in a.problems:
-        new = profile_problem(load_problem(p), device, a.candidates, a.staging_root)
+        new = profile_problem(load_problem(p), device, a.candidates, a.staging_root, a.l2)
         print(table(new), flush=True)
+        if a.kernels:
+            print(kernel_table(new), flush=True)
         rows += new
     text = f"# Launch profile ({torch.cuda.get_device_name(device)}, torch {torch.__version__})\n\n" + table(rows)
+    if a.kernels:
+        text += "\n## GPU activities per call\n\n" + kernel_table(rows)
     if a.out:
         a.out.write_text(text)
     return 0
