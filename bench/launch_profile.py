@@ -115,7 +115,7 @@ def l2_rows(fn: Callable[[], Any], device: torch.device) -> tuple[float, float]:
     big = torch.ones(max(int(getattr(props, "L2_cache_size", 0)) * 2, 64 << 20) // 4, dtype=torch.float32, device=device)
     sink = torch.empty((), dtype=torch.float32, device=device)
     dirty = time_callable(fn, device, 5, 30, True, None, 0.0, timer="cupti").median_ms * 1e3
-    clean = time_callable(fn, device, 5, 30, False, lambda: torch.sum(big, out=sink), 0.0, timer="cupti").median_ms * 1e3
+    clean = time_callable(fn, device, 5, 30, False, lambda: torch.sum(big, 0, out=sink), 0.0, timer="cupti").median_ms * 1e3
     return dirty, clean
 
 
