@@ -63,8 +63,9 @@ case "${PART:-A}" in
      echo "profile rc=$?" >> "$R/launch_profile.log"; cp "$R/launch_profile.md" "$OUT/" 2>/dev/null
      grep -v "^built" "$R/launch_profile.log" | tail -60 ;;
   C) bench rest_b 330 docs/bench/h200_tb_session10_rest.jsonl $REST_B
-     judged "$R/tb_session10_judged_c.jsonl" 250 $REST_B $P/L1/decode_attention_q32_kv8_d128_bf16 ;;
+     judged "$R/tb_session10_judged_c.jsonl" 250 $REST_B $P/L1/decode_attention_q32_kv8_d128_bf16 \
+         $P/L1/decode_attention_q64_kv8_d128_bf16 ;;
   D) bench rest_c 300 docs/bench/h200_tb_session10_rest.jsonl $REST_C
-     judged "$R/tb_session10_judged_d.jsonl" 280 $REST_C $P/L1/decode_attention_q64_kv8_d128_bf16 \
-         $P/L1/linear_k4096_n4096_bf16 $P/L1/linear_bias_k3584_n512_bf16 $P/L1/linear_k8192_n1024_bf16 ;;
+     judged "$R/tb_session10_judged_d.jsonl" 280 $REST_C $P/L1/linear_k4096_n4096_bf16 \
+         $P/L1/linear_bias_k3584_n512_bf16 $P/L1/linear_k8192_n1024_bf16 ;;
 esac
