@@ -203,7 +203,7 @@ def summary(records: list[dict], title: str) -> str:
         best_sol += [sol] if sol is not None else []
         rows.append(f"| {r['problem']} | {r['best']} | {n_pass} | {fmt(g, suffix='×')} | {fmt(tb, suffix='×')} "
                     f"| {fmt(sol)} |")  # fmt: skip
-    median_sol = sorted(best_sol)[len(best_sol) // 2] if best_sol else None
+    median_sol = statistics.median(best_sol) if best_sol else None  # an even count: the mean of the two middle
     beat_tb = sum(x > 1 for x in best_tb)
     return "\n".join([
         title,

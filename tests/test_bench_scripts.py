@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests/fixtures/problems/rmsnorm_small"
 
@@ -146,3 +148,37 @@ def test_tb_bench_refuses_an_unknown_variant_before_any_work(tmp_path):
     res = _run("bench/measure_tb.py", str(FIXTURE), "--device", "cpu", "--variants", "eager,fastest",
                "-o", str(tmp_path / "tb.jsonl"))  # fmt: skip
     assert res.returncode != 0 and "unknown baseline variants" in res.stderr
+
+
+def test_offline_table_merges_runs_and_takes_the_median_of_an_even_count(tmp_path):
+    """bench/offline_table.py: a later records file replaces a problem's row, a later T_b file wins per workload,
+    T_SOL comes from the H200 model, and the median SOL score of two rows is the mean of the two."""
+    rms, swiglu = "859f37f1-db54-575e-9175-cdafd91566b6", "b436fd47-7887-57a8-92a8-020ce4d1df3d"
+
+    def rec(problem, best, uuid, t_k):
+        return {"problem": problem, "best": best, "passed": 2, "tried": 3, "latencies_ms": {uuid: t_k}}
+
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text("\n".join(json.dumps(r) for r in (rec("rmsnorm_fwd_h4096_eps5_bf16", "old", rms, 0.004),
+                                                        rec("swiglu_fwd_i14336_bf16", "sw", swiglu, 0.002))))
+    second.write_text(json.dumps(rec("rmsnorm_fwd_h4096_eps5_bf16", "new", rms, 0.001)) + "\n")
+    tb_old, tb_new = tmp_path / "tb1.jsonl", tmp_path / "tb2.jsonl"
+    tb_old.write_text("\n".join(json.dumps({"uuid": u, "t_b_ms": 0.009, "best_variant": "eager"}) for u in (rms, swiglu)))
+    tb_new.write_text(json.dumps({"uuid": rms, "t_b_ms": 0.002, "best_variant": "compile-default"}) + "\n")
+    out = tmp_path / "t.md"
+    res = _run("bench/offline_table.py", "--records", str(first), str(second), "--baselines", str(tb_old), str(tb_new),
+               "--hardware", "h200", "-o", str(out))  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    text = out.read_text()
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in text.splitlines() if line.startswith("| ") and "_bf16" in line}
+    assert rows["rmsnorm_fwd_h4096_eps5_bf16"][1] == "new" and "(compile-default)" in rows["rmsnorm_fwd_h4096_eps5_bf16"][4]
+    assert rows["rmsnorm_fwd_h4096_eps5_bf16"][5] == "2.00×" and rows["swiglu_fwd_i14336_bf16"][5] == "4.50×"
+
+    def score(t_k, t_b, t_sol):
+        return (t_b - t_sol) / ((t_k - t_sol) + (t_b - t_sol))
+
+    # H200 model: one row of x and the weight in, one row out: 24576 and 86016 bytes at 4.8 TB/s
+    s_rms, s_sw = score(0.001, 0.002, 24576 / 4.8e9), score(0.002, 0.009, 86016 / 4.8e9)
+    assert float(rows["rmsnorm_fwd_h4096_eps5_bf16"][6]) == pytest.approx(s_rms, abs=1e-3)
+    assert float(rows["swiglu_fwd_i14336_bf16"][6]) == pytest.approx(s_sw, abs=1e-3)
+    assert f"median SOL score: {(s_rms + s_sw) / 2:.3f}" in text and "beat T_b: 2/2" in text
