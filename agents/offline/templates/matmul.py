@@ -237,20 +237,6 @@ __device__ __forceinline__ uint4 ld_nc_v4(const void* p) {  // read-once weight:
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }
-// The same, and first in line for eviction from L2 (policy from createpolicy): a streamed weight then replaces
-// its own earlier lines in each L2 set instead of whatever the set held, which may be dirty and cost a write-back
-// to DRAM beside the read (a preceding kernel's outputs; in the judge, its L2 flush).
-__device__ __forceinline__ uint64_t l2_evict_first_policy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-__device__ __forceinline__ uint4 ld_nc_v4_evict_first(const void* p, uint64_t policy) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(policy));
-  return r;
-}
 template <int ACT> __device__ __forceinline__ float act_f(float v) {
   if (ACT == 1) return fmaxf(v, 0.f);
   if (ACT == 2) return 0.5f * v * (1.f + erff(v * 0.7071067811865476f));
@@ -261,7 +247,7 @@ template <int ACT> __device__ __forceinline__ float act_f(float v) {
 // each over its own slice of K, their sums added through shared memory. Decode GEMVs are bound by reading
 // W once: one warp per column left ~4 KB of loads in flight per SM (1.0 TB/s on the H200, session 7), so
 // the K slices and the unrolled loop below put several times more in flight.
-template <typename T, int MAXM, bool VEC, bool HAS_BIAS, int ACT, int KSPLIT, bool EVICT_FIRST>
+template <typename T, int MAXM, bool VEC, bool HAS_BIAS, int ACT, int KSPLIT>
 __global__ void gemv_cols(const T* __restrict__ a, const T* __restrict__ w, const T* __restrict__ bias,
                           T* __restrict__ y, int M, int N, int K) {
   __shared__ float part[32][MAXM];  // one row per warp of the block (at most 1024 threads)
@@ -275,7 +261,6 @@ __global__ void gemv_cols(const T* __restrict__ a, const T* __restrict__ w, cons
   const int chunk = ((K + KSPLIT - 1) / KSPLIT + step - 1) / step * step;  // a multiple of one warp's step
   const int k_begin = ks * chunk, k_end = min(K, k_begin + chunk);
   const T* wr = w + (long long)(valid ? n : 0) * K;
-  const uint64_t policy = EVICT_FIRST ? l2_evict_first_policy() : 0;
   for (int m0 = 0; m0 < M; m0 += MAXM) {
     const int mc = min(MAXM, M - m0);
     float acc[MAXM];
@@ -285,7 +270,7 @@ __global__ void gemv_cols(const T* __restrict__ a, const T* __restrict__ w, cons
       if (VEC) {
         #pragma unroll 4
         for (int k = k_begin + lane * E; k < k_end; k += step) {
-          const uint4 wv = EVICT_FIRST ? ld_nc_v4_evict_first(wr + k, policy) : ld_nc_v4(wr + k);
+          const uint4 wv = ld_nc_v4(wr + k);
           const T* we = reinterpret_cast<const T*>(&wv);
           #pragma unroll
           for (int i = 0; i < MAXM; ++i) {
@@ -334,7 +319,7 @@ __global__ void gemv_cols(const T* __restrict__ a, const T* __restrict__ w, cons
     }
   }
 }
-template <typename T, bool HAS_BIAS, int ACT, int KSPLIT, bool EVICT_FIRST>
+template <typename T, bool HAS_BIAS, int ACT, int KSPLIT>
 void launch_gemv(const T* a, const T* w, const T* bias, T* y, int M, int N, int K, int threads, cudaStream_t s) {
   static_assert(KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4, "KSPLIT divides the warps of a 128- or 256-thread block");
   const int cols = threads / 32 / KSPLIT;
@@ -342,7 +327,7 @@ void launch_gemv(const T* a, const T* w, const T* bias, T* y, int M, int N, int 
   const bool vec = K % (16 / (int)sizeof(T)) == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(w) % 16 == 0;
 #define SOLFORGE_GEMV(MAXM, V) \
-  gemv_cols<T, MAXM, V, HAS_BIAS, ACT, KSPLIT, EVICT_FIRST><<<blocks, threads, 0, s>>>(a, w, bias, y, M, N, K)
+  gemv_cols<T, MAXM, V, HAS_BIAS, ACT, KSPLIT><<<blocks, threads, 0, s>>>(a, w, bias, y, M, N, K)
   if (vec) {
     if (M == 1) SOLFORGE_GEMV(1, true); else if (M <= 4) SOLFORGE_GEMV(4, true); else SOLFORGE_GEMV(8, true);
   } else {
@@ -358,7 +343,6 @@ _ACT_CODE = {None: 0, "relu": 1, "gelu": 2, "silu": 3}
 def render_gemm_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict[str, str]:
     a, w, bias, y = b.roles["a"], b.roles["b"], b.roles.get("bias"), _out(problem)
     has_bias = "true" if bias else "false"
-    evict_first = "true" if p.get("l2") == "evict_first" else "false"
     bias_ptr = f"reinterpret_cast<const scalar_t*>({bias}.data_ptr())" if bias else "nullptr"
     same = f" && {bias}.scalar_type() == {a}.scalar_type()" if bias else ""
     body = f"""  const long long K = {a}.size(-1), N = {y}.size(-1);
@@ -369,7 +353,7 @@ def render_gemm_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict
               "mixed dtypes are not handled by this template");
   auto stream = c10::cuda::getCurrentCUDAStream();
   DISPATCH_FLOAT({a}.scalar_type(), scalar_t, {{
-    launch_gemv<scalar_t, {has_bias}, {_ACT_CODE[b.consts["act"]]}, {p["ksplit"]}, {evict_first}>(
+    launch_gemv<scalar_t, {has_bias}, {_ACT_CODE[b.consts["act"]]}, {p["ksplit"]}>(
         reinterpret_cast<const scalar_t*>({a}.data_ptr()), reinterpret_cast<const scalar_t*>({w}.data_ptr()),
         {bias_ptr}, reinterpret_cast<scalar_t*>({y}.data_ptr()), (int)M, (int)N, (int)K, {p["threads"]}, stream);
   }});
@@ -391,10 +375,10 @@ GEMM = Family(
             {"bm": (128, 64), "bn": (128, 256), "bk": (64,), "num_warps": (8,), "stages": (3, 4)},
             render_gemm_triton,
         ),  # fmt: skip
-        Renderer(
-            "cuda_cpp", True, {"threads": (128, 256), "l2": ("evict_first", "normal"), "ksplit": (4, 1)},
-            render_gemm_cuda, file=CUDA_FILE, accepts=_decode_shaped,
-        ),
+        # 128 threads first: the best of the three bundled decode linears in sessions 9 and 10. An L2
+        # evict-first weight stream measured no gain (session 10) and is not in the grid.
+        Renderer("cuda_cpp", True, {"threads": (128, 256), "ksplit": (4, 1)}, render_gemm_cuda, file=CUDA_FILE,
+                 accepts=_decode_shaped),
     ),
 )
 
