@@ -270,8 +270,34 @@ __global__ void rope_tokens(const T* __restrict__ q, const T* __restrict__ k, T*
                             T* __restrict__ ko, const P* __restrict__ pos, int hq, int hkv, int d, float theta,
                             float inv_d) {
   __shared__ float s_cos[ROPE_MAX_HALF], s_sin[ROPE_MAX_HALF];
+  using Pack = RopePack<T, VEC>;
   const long long t = blockIdx.x;
   const int half = d >> 1;
+  const int chunks = half / VEC;
+  const int total = (hq + hkv) * chunks;
+  // chunk w: head h, pairs i0 .. i0 + VEC; rotate-half: pair j is (x[i0 + j], x[half + i0 + j]); interleaved:
+  // (x[2(i0 + j)], x[2(i0 + j) + 1])
+  auto locate = [&](int w, long long& row, int& i0, int& off_a, int& off_b, bool& is_q) {
+    const int h = w / chunks;
+    i0 = (w - h * chunks) * VEC;
+    is_q = h < hq;
+    row = (is_q ? t * hq + h : t * hkv + (h - hq)) * (long long)d;
+    off_a = INTERLEAVED ? 2 * i0 : i0;
+    off_b = INTERLEAVED ? 2 * i0 + VEC : half + i0;
+  };
+  // Each thread's first chunk is requested before the position and the angles, so its DRAM round trip overlaps
+  // theirs and the sincos math; loaded after the barrier, it waited for both (a 1-token call is two round trips).
+  Pack first_a, first_b;
+  const int first = threadIdx.x;
+  if (first < total) {
+    long long row;
+    int i0, off_a, off_b;
+    bool is_q;
+    locate(first, row, i0, off_a, off_b, is_q);
+    const T* x = (is_q ? q : k) + row;
+    first_a = *reinterpret_cast<const Pack*>(x + off_a);
+    first_b = *reinterpret_cast<const Pack*>(x + off_b);
+  }
   const float p = (float)pos[t];
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     const float e = __fmul_rn((float)(2 * i), inv_d);
@@ -282,19 +308,15 @@ __global__ void rope_tokens(const T* __restrict__ q, const T* __restrict__ k, T*
     s_sin[i] = s;
   }
   __syncthreads();
-  using Pack = RopePack<T, VEC>;
-  const int chunks = half / VEC;
-  const int total = (hq + hkv) * chunks;
-  for (int w = threadIdx.x; w < total; w += blockDim.x) {
-    const int h = w / chunks, i0 = (w - h * chunks) * VEC;
-    const bool is_q = h < hq;
-    const long long row = (is_q ? t * hq + h : t * hkv + (h - hq)) * (long long)d;
+  for (int w = first; w < total; w += blockDim.x) {
+    long long row;
+    int i0, off_a, off_b;
+    bool is_q;
+    locate(w, row, i0, off_a, off_b, is_q);
     const T* x = (is_q ? q : k) + row;
     T* y = (is_q ? qo : ko) + row;
-    // rotate-half: pair j is (x[i0 + j], x[half + i0 + j]); interleaved: (x[2(i0 + j)], x[2(i0 + j) + 1])
-    const int off_a = INTERLEAVED ? 2 * i0 : i0, off_b = INTERLEAVED ? 2 * i0 + VEC : half + i0;
-    const Pack a = *reinterpret_cast<const Pack*>(x + off_a);
-    const Pack b = *reinterpret_cast<const Pack*>(x + off_b);
+    const Pack a = w == first ? first_a : *reinterpret_cast<const Pack*>(x + off_a);
+    const Pack b = w == first ? first_b : *reinterpret_cast<const Pack*>(x + off_b);
     Pack oa, ob;
     #pragma unroll
     for (int j = 0; j < VEC; ++j) {
