@@ -1,4 +1,5 @@
 #!/bin/bash
+# Not run: superseded in session 10 by wave11.sh (the same fresh T_b and bench, split to fit its changes).
 # One H200, the next session (written in session 9, device time spent): the 16-problem offline bench on the
 # current code, with T_b re-measured in the same session (sessions 7-9 judged against session 7's records,
 # and a 2 µs kernel reads a few tenths of a µs apart from one session to the next).
