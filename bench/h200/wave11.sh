@@ -3,7 +3,7 @@
 # (sessions 7-9 judged against session 7's records). Three calls:
 # PART=A (~420 s): T_b and the bench for the five problems whose templates changed this session:
 #   - decode attention (q32, q64): the KV splits merge in the same launch (the last CTA of each pair), so the
-#     candidate is one launch. Session 7's launch profile had 4.9-5.3 µs of GPU work judged at 10-12 µs (the
+#     candidate is one launch. Session 5's launch profile had 4.9-5.3 µs of GPU work, judged at 10-12 µs (the
 #     window spans the host gap before the merge kernel). Predicted: 12.2 / 10.2 µs -> 5-6 µs, 3x / 4x T_b.
 #   - decode GEMVs (k4096 n4096, k3584 n512 + bias, k8192 n1024): the weight stream with L2 evict-first. The
 #     judge's L2 flush leaves L2 full of dirty lines, so a plain stream writes one line back per line read;

