@@ -4,7 +4,8 @@
 the median of its confirmation runs). This script merges such files (a later file's row replaces an earlier
 one for the same problem), takes T_b per workload from one or more baseline files (``measure_tb.py``
 records; later files win per workload), recomputes T_SOL with the judge's speed-of-light model for the named
-hardware, and writes the per-problem table with its aggregates: geomean T_b / T_k, how many beat T_b, and the
+hardware, scores every workload with ``sol_bench.score.sol_score`` and writes the per-problem table with the
+aggregates of ``sol_bench.score.aggregate_by_problem``: geomean T_b / T_k, the fraction beating T_b, and the
 median SOL score (the mean of the two middle values when the count is even).
 
     python bench/offline_table.py --records a.jsonl b.jsonl --baselines tb.jsonl --hardware h200 -o table.md
@@ -14,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from sol_bench.problem import find_problems, load_problem  # noqa: E402
-from sol_bench.score import sol_score  # noqa: E402
+from sol_bench.score import WorkloadScore, aggregate, aggregate_by_problem, sol_score  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -32,11 +31,8 @@ class Row:
     problem: str
     best: str
     passed: str  # "passing/tried"
-    t_k_ms: float
-    t_b_ms: float
+    scores: tuple[WorkloadScore, ...]  # one per workload with a T_b
     t_b_kind: str
-    vs_tb: float
-    sol: float
     source: str  # the records file the row came from
 
 
@@ -82,10 +78,6 @@ def t_sol_ms(problem_dir: Path, uuid: str, hardware: str) -> float:
     return float(analyze_workload(problem.definition, w, get_hardware(hardware, "cuda")).t_sol_ms)
 
 
-def geomean(xs: list[float]) -> float:
-    return math.exp(sum(map(math.log, xs)) / len(xs))
-
-
 def build_rows(records: dict[str, tuple[dict, str]], baselines: dict[str, dict], problem_dirs: dict[str, Path],
                hardware: str) -> tuple[list[Row], list[str]]:  # fmt: skip
     rows, notes = [], []
@@ -95,39 +87,42 @@ def build_rows(records: dict[str, tuple[dict, str]], baselines: dict[str, dict],
             continue
         if name not in problem_dirs:
             raise SystemExit(f"{source}: problem {name} is not under the problems root")
-        tks, tbs, kinds, sols = [], [], [], []
+        scores, kinds = [], []
         for uuid, t_k in r["latencies_ms"].items():
             base = baselines.get(uuid)
             if base is None:
                 notes.append(f"{name}: no T_b for workload {uuid}; left out")
                 continue
-            t_b = float(base["t_b_ms"])
-            tks.append(t_k)
-            tbs.append(t_b)
             kinds.append(base.get("best_variant", "?"))
-            sols.append(sol_score(t_k, t_b, t_sol_ms(problem_dirs[name], uuid, hardware)).sol_score)
-        if not tks:
-            continue
-        rows.append(Row(name, r["best"], f"{r['passed']}/{r['tried']}", geomean(tks), geomean(tbs),
-                        ",".join(dict.fromkeys(kinds)), geomean([b / k for b, k in zip(tbs, tks)]),
-                        statistics.median(sols), source))  # fmt: skip
+            scores.append(sol_score(t_k, float(base["t_b_ms"]), t_sol_ms(problem_dirs[name], uuid, hardware)))
+        if scores:
+            rows.append(Row(name, r["best"], f"{r['passed']}/{r['tried']}", tuple(scores), ",".join(dict.fromkeys(kinds)),
+                            source))  # fmt: skip
     return rows, notes
 
 
+def _fmt(x: float | None, spec: str) -> str:
+    return "–" if x is None else format(x, spec)
+
+
 def render(rows: list[Row], notes: list[str], title: str) -> str:
-    vs = [r.vs_tb for r in rows]
+    agg = aggregate_by_problem({r.problem: r.scores for r in rows})
     lines = [
         title,
         "",
-        f"- problems: {len(rows)}; geomean vs T_b: {geomean(vs):.3f}×; beat T_b: {sum(v > 1 for v in vs)}/{len(vs)}; "
-        f"median SOL score: {statistics.median(r.sol for r in rows):.3f}",
+        f"- problems: {agg.n}; geomean vs T_b: {_fmt(agg.geomean_speedup, '.3f')}×; beat T_b: "
+        f"{round(agg.fraction_beating_baseline * agg.n)}/{agg.n}; median SOL score: {_fmt(agg.median_sol_score, '.3f')}"
+        + (f"; flagged faster than T_SOL: {agg.n_faster_than_sol}" if agg.n_faster_than_sol else ""),
         "",
         "| problem | best candidate | passing/tried | T_k ms | T_b ms (variant) | vs T_b | SOL score | records |",
         "|---|---|---|---:|---:|---:|---:|---|",
     ]
     for r in rows:
-        lines.append(f"| {r.problem} | {r.best} | {r.passed} | {r.t_k_ms:.4f} | {r.t_b_ms:.4f} ({r.t_b_kind}) | "
-                     f"{r.vs_tb:.2f}× | {r.sol:.3f} | {r.source} |")  # fmt: skip
+        one = aggregate(r.scores)  # over the problem's workloads (one each in the benches so far)
+        t_k = " ".join(_fmt(s.t_k_ms, ".4f") for s in r.scores)
+        t_b = " ".join(f"{s.t_b_ms:.4f}" for s in r.scores)
+        lines.append(f"| {r.problem} | {r.best} | {r.passed} | {t_k} | {t_b} ({r.t_b_kind}) | "
+                     f"{_fmt(one.geomean_speedup, '.2f')}× | {_fmt(one.mean_sol_score, '.3f')} | {r.source} |")  # fmt: skip
     lines += [""] + [f"- {n}" for n in notes]
     return "\n".join(lines).rstrip() + "\n"
 
