@@ -173,6 +173,10 @@ def _matches(got: list[torch.Tensor], expected: list[torch.Tensor], workload) ->
         return f"no: {str(e).splitlines()[0][:80]}"
 
 
+def _us(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1f}"
+
+
 def table(rows: list[Row]) -> str:
     l2 = any(r.cupti_dirty_us is not None for r in rows)
     extra = (" CUPTI µs, dirty flush | CUPTI µs, clean flush |", "---:|---:|") if l2 else ("", "")
@@ -182,7 +186,7 @@ def table(rows: list[Row]) -> str:
         "|---|---|---:|---:|---:|---:|---:|" + extra[1] + "---|",
     ]
     for r in rows:
-        cols = f" {r.cupti_dirty_us or 0:.1f} | {r.cupti_clean_us or 0:.1f} |" if l2 else ""
+        cols = f" {_us(r.cupti_dirty_us)} | {_us(r.cupti_clean_us)} |" if l2 else ""
         lines.append(
             f"| {r.problem} | {r.name} | {r.host_us:.1f} | {r.gpu_us:.1f} | {r.kernels:.1f} | {r.judged_us:.1f} | "
             f"{r.judged0_us:.1f} |{cols} {r.matches} |"

@@ -182,3 +182,20 @@ def test_offline_table_merges_runs_and_takes_the_median_of_an_even_count(tmp_pat
     assert float(rows["rmsnorm_fwd_h4096_eps5_bf16"][6]) == pytest.approx(s_rms, abs=1e-3)
     assert float(rows["swiglu_fwd_i14336_bf16"][6]) == pytest.approx(s_sw, abs=1e-3)
     assert f"median SOL score: {(s_rms + s_sw) / 2:.3f}" in text and "beat T_b: 2/2" in text
+
+
+def test_launch_profile_tables_show_activities_and_leave_untimed_l2_cells_empty():
+    """The GPU-only profiler's tables (formatting runs anywhere): the L2 columns appear when any row was timed
+    with --l2, a row without those timings shows '–' rather than a 0 that reads as a measurement, and the
+    activity table lists each row's GPU activities."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import launch_profile as lp
+
+    timed = lp.Row("p", "a", 1.0, 2.0, 2.0, 4.0, 5.0, "yes", (("k_main", 1.5), ("k_sum", 0.5)), 6.25, 5.0)
+    untimed = lp.Row("p", "b", 1.0, 2.0, 1.0, 4.0, 5.0, "yes")
+    text = lp.table([timed, untimed])
+    assert "CUPTI µs, dirty flush | CUPTI µs, clean flush" in text
+    assert "| 6.2 | 5.0 | yes |" in text and "| – | – | yes |" in text
+    assert "dirty flush" not in lp.table([untimed])
+    kernels = lp.kernel_table([timed, untimed])
+    assert "| p | a | `k_main` | 1.50 |" in kernels and "| p | a | `k_sum` | 0.50 |" in kernels and "| p | b |" not in kernels
