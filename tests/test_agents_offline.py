@@ -381,7 +381,7 @@ def test_cuda_gemv_is_offered_for_decode_shapes_only(problems):
     assert cuda_names(decode) and all("__gemm_cuda_cpp" in n for n in cuda_names(decode))
     assert problems["linear_relu"].workloads[0].axes["M"] > SMALL_M and cuda_names(problems["linear_relu"]) == []
     src = next(x for x in plan(decode, "cuda:0") if x.solution.spec.is_cpp).solution.sources[0].content
-    assert "launch_gemv<scalar_t, true, 3, 4>" in src  # bias, then SiLU in the epilogue; four warps per column
+    assert "launch_gemv<scalar_t, true, 3, 128, 4, true>" in src  # bias, SiLU epilogue; 128 threads, 4 warps a column, streaming
 
 
 def test_bundled_vision_mlps_bind_their_activation_and_plan_triton_first():
@@ -569,3 +569,75 @@ def test_a_bench_judging_a_large_workload_still_binds_templates_on_the_small_one
     seeded.probe_with(p)
     assert any(n.startswith("template softmax") for n in groups(seeded))
 
+
+
+# The streaming GEMV's work split, mirrored statement by statement from `gemv_stream` and its launcher in
+# templates/matmul.py (keep the two in step): which weight vectors each lane loads and when, which column each
+# step's arithmetic credits, and which warps' partial sums the column's store adds up.
+def _gemv_stream_emulated(N: int, K: int, threads: int, ksplit: int, E: int, sms_fit: int):
+    warps, cols = threads // 32, threads // 32 // ksplit
+    V = 2 if -(-K // ksplit) <= 2 * 32 * E else 4  # launch_stream_v
+    step = 32 * E * V
+    groups = -(-N // cols)
+    grid = min(groups, sms_fit)  # launch_stream
+    slice_ = -(-(-(-K // ksplit)) // (32 * E)) * (32 * E)
+    steps = -(-slice_ // step)
+    sums: dict[int, list[int]] = {}  # column -> every k credited to it (with multiplicity), via its store
+    stores: dict[int, int] = {}
+    for b in range(grid):
+        rounds = (groups - b + grid - 1) // grid
+        items = rounds * steps
+        partial: dict[tuple[int, int], list[int]] = {}  # (round, warp) -> the k's its lanes accumulated
+        for warp in range(warps):
+            ks, c = warp % ksplit, warp // ksplit
+            k_begin, k_end = ks * slice_, min(K, ks * slice_ + slice_)
+            for lane in range(32):
+                loaded, lr, ls = [], 0, 0
+
+                def load(n, k0):
+                    ks_ = [k0 + j * 32 * E + lane * E for j in range(V)]
+                    return [(n, k) if n < N and k < k_end else None for k in ks_]
+
+                if items > 0:
+                    loaded.append(load(b * cols + c, k_begin))
+                    ls += 1
+                    if ls == steps:
+                        ls, lr = 0, lr + 1
+                r = s = 0
+                for t in range(items):
+                    if t + 1 < items:
+                        loaded.append(load((lr * grid + b) * cols + c, k_begin + ls * step))
+                        ls += 1
+                        if ls == steps:
+                            ls, lr = 0, lr + 1
+                    n_here = (r * grid + b) * cols + c
+                    for j in range(V):
+                        k = k_begin + s * step + j * 32 * E + lane * E
+                        if k < k_end:
+                            got = loaded[t][j]
+                            assert got is None or got == (n_here, k), (got, n_here, k)
+                            if got is not None:
+                                partial.setdefault((r, warp), []).extend(range(k, k + E))
+                    s += 1
+                    if s == steps:
+                        s, r = 0, r + 1
+        for r in range(rounds):
+            for warp in range(0, warps, ksplit):  # ks == 0: it adds part[warp + j] for j < KSPLIT
+                n = (r * grid + b) * cols + warp // ksplit
+                if n < N:
+                    stores[n] = stores.get(n, 0) + 1
+                    for j in range(ksplit):
+                        sums.setdefault(n, []).extend(partial.get((r, warp + j), []))
+    return sums, stores
+
+
+@pytest.mark.parametrize(
+    "N,K,threads,ksplit,E,fit",
+    [(4096, 4096, 128, 4, 8, 1056), (1024, 8192, 128, 4, 8, 1056), (512, 3584, 256, 8, 8, 528),
+     (60, 2048, 128, 4, 8, 1056), (37, 1000, 256, 4, 8, 5), (300, 2056, 256, 2, 4, 7)],
+)  # fmt: skip
+def test_streaming_gemv_reads_each_weight_element_once_into_its_column(N, K, threads, ksplit, E, fit):
+    sums, stores = _gemv_stream_emulated(N, K, threads, ksplit, E, fit)
+    assert stores == {n: 1 for n in range(N)}
+    for n in range(N):
+        assert sorted(sums[n]) == list(range(K)), n

@@ -43,10 +43,12 @@ class Renderer:
     render: Callable[[Problem, Binding, Mapping[str, Any]], Rendered]
     file: str = "kernel.py"
     accepts: Callable[[Binding], bool] = lambda b: True  # a binding this language cannot handle (head dim, ...)
+    keep: Callable[[Mapping[str, Any]], bool] = lambda p: True  # drops grid points that do not make a kernel
 
     def variants(self) -> list[dict[str, Any]]:
         keys = list(self.grid)
-        return [dict(zip(keys, vals)) for vals in itertools.product(*(self.grid[k] for k in keys))]
+        every = (dict(zip(keys, vals)) for vals in itertools.product(*(self.grid[k] for k in keys)))
+        return [p for p in every if self.keep(p)]
 
     def sources(self, problem: Problem, b: Binding, params: Mapping[str, Any]) -> dict[str, str]:
         """Every file of one rendering, path -> text, the entry file first."""
