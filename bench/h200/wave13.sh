@@ -10,6 +10,13 @@
 # - RoPE (CUDA, session 10's change, unmeasured): 2.5 -> ~2.0 us, SOL score 0.57 -> ~0.63.
 # PART=A (~400 s): T_b in-process for the seven problems, then the three linears (7 candidates each).
 # PART=B (~320 s): the element-wise three and RoPE against PART A's T_b (copied into docs/bench between calls).
+# After A and B (streaming GEMV: -2% on k4096, a tie and a loss elsewhere; the element-wise CUDA kernel behind
+# Triton on all three; RoPE 2.6 us, unchanged): the grids reordered and widened, predictions:
+# PART=C (~550 s): the linears with 9 candidates (the retiring GEMV at 128 threads first: k8192 ~7.7 us as in
+#   session 10, SOL score 0.56 -> ~0.6); gelu_tanh and gelu_quick over Triton's widened grid (12 points):
+#   within 0.2 us of 2.7 / 2.6 us, the best block/warps found rather than a predicted gain.
+# PART=D (~250 s): T_b in-process for the three RMSNorms, then their rows with num_warps 32 in the grid
+#   (h4096 1.66 us -> ~1.5 us if more of the row's loads in flight still pays).
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 R=/tmp/wave13; mkdir -p "$R"
@@ -35,4 +42,13 @@ case "${PART:-A}" in
      echo "tb rc=$?" >> "$f.log"; cp "$f" "$OUT/"; tail -4 "$f.log"
      bench linears 300 "$f" $LINEARS ;;
   B) CANDIDATES=6 bench pointwise 330 docs/bench/h200_tb_session11.jsonl $POINTWISE ;;
+  C) CANDIDATES=9 bench linears_c 300 docs/bench/h200_tb_session11.jsonl $LINEARS
+     CANDIDATES=14 PROBLEM_SECONDS=100 bench gelus_c 250 docs/bench/h200_tb_session11.jsonl \
+         $P/gelu_tanh_f4608_tok256_bf16 $P/gelu_quick_f4096_tok257_bf16 ;;
+  D) RMS="$P/rmsnorm_fwd_h4096_eps5_bf16 $P/rmsnorm_unit_offset_fwd_h3072_eps6_bf16 $P/rmsnorm_fwd_h7168_eps6_bf16"
+     f="$R/tb_session11_rms.jsonl"
+     timeout 90 python3 bench/measure_tb.py $RMS --device cuda --timer cupti --max-workloads 1 \
+         --variants eager,compile-default,cudagraph-eager,cudagraph-compile-default -o "$f" --resume > "$f.log" 2>&1
+     echo "tb rc=$?" >> "$f.log"; cp "$f" "$OUT/"; tail -4 "$f.log"
+     CANDIDATES=6 bench rms_d 200 "$f" $RMS ;;
 esac

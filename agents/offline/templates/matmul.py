@@ -528,11 +528,12 @@ GEMM = Family(
             {"bm": (128, 64), "bn": (128, 256), "bk": (64,), "num_warps": (8,), "stages": (3, 4)},
             render_gemm_triton,
         ),  # fmt: skip
-        # The streaming kernel first, 128 threads and four warps per column ahead (the best grid of the retiring
-        # kernel in sessions 9 and 10, which stays in the grid to compare against); eight warps per column
-        # for short weights (fewer columns than resident warps). An L2 evict-first weight stream measured no
+        # Session 11 (one H200, same call): the streaming kernel beat the retiring one only on k4096 (12.0 vs
+        # 13.3 us at 256 threads, 8 warps a column), tied on k8192 (8.3 vs 8.4) and lost on linear_bias (4.0
+        # vs 3.7). So the retiring kernel at 128 threads, 4 warps a column (session 10's best: 7.7 us on
+        # k8192) leads, each shape with both kernels next to it. An L2 evict-first weight stream measured no
         # gain (session 10) and is not in the grid.
-        Renderer("cuda_cpp", True, {"stream": (True, False), "threads": (128, 256), "ksplit": (4, 8)},
+        Renderer("cuda_cpp", True, {"threads": (128, 256), "ksplit": (4, 8), "stream": (False, True)},
                  render_gemm_cuda, file=CUDA_FILE, accepts=_decode_shaped,
                  keep=lambda p: p["ksplit"] * 32 <= p["threads"]),
     ),
