@@ -15,7 +15,7 @@
 # PART=C (~550 s): the linears with 9 candidates (the retiring GEMV at 128 threads first: k8192 ~7.7 us as in
 #   session 10, SOL score 0.56 -> ~0.6); gelu_tanh and gelu_quick over Triton's widened grid (12 points):
 #   within 0.2 us of 2.7 / 2.6 us, the best block/warps found rather than a predicted gain.
-# PART=D (~250 s): T_b in-process for the three RMSNorms, then their rows with num_warps 32 in the grid
+# PART=D (not run in session 11: the session's time went to CI) (~250 s): T_b in-process for the three RMSNorms, then their rows with num_warps 32 in the grid
 #   (h4096 1.66 us -> ~1.5 us if more of the row's loads in flight still pays).
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
