@@ -380,8 +380,11 @@ def test_cuda_gemv_is_offered_for_decode_shapes_only(problems):
     decode = problems["linear_decode"]
     assert cuda_names(decode) and all("__gemm_cuda_cpp" in n for n in cuda_names(decode))
     assert problems["linear_relu"].workloads[0].axes["M"] > SMALL_M and cuda_names(problems["linear_relu"]) == []
-    src = next(x for x in plan(decode, "cuda:0") if x.solution.spec.is_cpp).solution.sources[0].content
-    assert "launch_gemv<scalar_t, true, 3, 128, 4, true>" in src  # bias, SiLU epilogue; 128 threads, 4 warps a column, streaming
+    srcs = [x.solution.sources[0].content for x in plan(decode, "cuda:0") if x.solution.spec.is_cpp]
+    # bias, SiLU epilogue; 128 threads, 4 warps a column; the retiring kernel first, the streaming one next
+    assert "launch_gemv<scalar_t, true, 3, 128, 4, false>" in srcs[0]
+    assert "launch_gemv<scalar_t, true, 3, 128, 4, true>" in srcs[1]
+    assert not any("128, 8," in s for s in srcs)  # eight warps a column need 256 threads
 
 
 def test_bundled_vision_mlps_bind_their_activation_and_plan_triton_first():
