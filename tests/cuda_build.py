@@ -52,3 +52,48 @@ def run_symbols(obj: Path) -> dict[str, set[str]]:
 
 def demangle(symbol: str) -> str:
     return subprocess.run(["c++filt", symbol], capture_output=True, text=True, check=True).stdout.strip()
+
+
+# Device code built by the host compiler, for the emulation tests: CUDA's qualifiers as nothing, the thread
+# coordinates as globals the caller sets before each "thread" runs, 16-byte vectors as a plain struct, bf16 as
+# its bits (round to nearest even).
+HOST_SHIMS = r"""
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+#define __shared__ static
+#define __launch_bounds__(n)
+struct uint4 { uint32_t x, y, z, w; };
+static inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return uint4{x, y, z, w}; }
+struct Dim3 { long long x; };
+static Dim3 threadIdx{0}, blockIdx{0}, blockDim{1}, gridDim{1};
+struct bf16 { uint16_t bits; };
+template <typename T> float to_f(T v);
+template <> float to_f<bf16>(bf16 v) { uint32_t u = uint32_t(v.bits) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+template <typename T> T from_f(float v);
+template <> bf16 from_f<bf16>(float v) {
+  uint32_t u; std::memcpy(&u, &v, 4); u += 0x7fffu + ((u >> 16) & 1u); return bf16{uint16_t(u >> 16)};
+}
+"""
+
+
+def host_library(source: str, root: Path, name: str, flags: tuple[str, ...] = ("-O1",)):
+    """``source`` compiled by the host C++ compiler into ``root/name.so`` and loaded (ctypes); skips the test
+    where there is no compiler."""
+    import ctypes
+    import shutil
+
+    import pytest
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    src, so = root / f"{name}.cpp", root / f"{name}.so"
+    src.write_text(source)
+    subprocess.run([cxx, *flags, "-shared", "-fPIC", "-o", str(so), str(src)], check=True, capture_output=True,
+                   text=True, timeout=120)  # fmt: skip
+    return ctypes.CDLL(str(so))

@@ -6,34 +6,16 @@ tails. tanh.approx is replaced by std::tanh here: the GPU's approximation is not
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from agents.offline.templates import elementwise
+from cuda_build import HOST_SHIMS, host_library  # tests/
 
-_HOST = r"""
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __restrict__
-struct uint4 { uint32_t x, y, z, w; };
-struct Dim3 { long long x; };
-static Dim3 threadIdx{0}, blockIdx{0}, blockDim{1}, gridDim{1};
+_HOST = HOST_SHIMS + r"""
 #define __expf(v) std::exp(v)
-struct bf16 { uint16_t bits; };
-template <typename T> float to_f(T v);
-template <> float to_f<bf16>(bf16 v) { uint32_t u = uint32_t(v.bits) << 16; float f; std::memcpy(&f, &u, 4); return f; }
-template <typename T> T from_f(float v);
-template <> bf16 from_f<bf16>(float v) {
-  uint32_t u; std::memcpy(&u, &v, 4); u += 0x7fffu + ((u >> 16) & 1u); return bf16{uint16_t(u >> 16)};
-}
 static inline float tanh_fast(float x) { return std::tanh(x); }
 static inline float sigmoid_fast(float x) { return std::fma(0.5f, tanh_fast(0.5f * x), 0.5f); }
 KERNELS
@@ -64,20 +46,9 @@ _TORCH = {"silu": F.silu, "gelu_tanh": lambda v: F.gelu(v, approximate="tanh"),
 
 @pytest.fixture(scope="module")
 def host_kernels(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler")
     root = tmp_path_factory.mktemp("elementwise_emulation")
-    libs = {}
-    for act in _TORCH:
-        src = root / f"{act}.cpp"
-        device = elementwise.cuda_kernels(act).replace(elementwise.CUDA_FAST_MATH, "")
-        src.write_text(_HOST.replace("KERNELS", device))
-        so = root / f"{act}.so"
-        subprocess.run([cxx, "-O1", "-shared", "-fPIC", "-o", str(so), str(src)], check=True, capture_output=True,
-                       text=True, timeout=120)  # fmt: skip
-        libs[act] = ctypes.CDLL(str(so))
-    return libs
+    device = {act: elementwise.cuda_kernels(act).replace(elementwise.CUDA_FAST_MATH, "") for act in _TORCH}
+    return {act: host_library(_HOST.replace("KERNELS", device[act]), root, act) for act in _TORCH}
 
 
 @pytest.mark.parametrize("act", list(_TORCH))

@@ -134,6 +134,58 @@ _rmsnorm_launch = _Launcher(_rmsnorm_row)
 
 # ------------------------------------------------------------------------------------------------- cuda
 
+_CUDA_VEC_KERNEL = r"""
+// 16-byte path: each thread's VPT vectors of x (and of the weight) are all requested before any is used, then
+// one block reduction. The scalar kernel below read a one-row 4096-wide bf16 call in 7.0 us on the H200
+// (Triton: 1.7, session 10), with 2-byte loads under a bounds test each and the weight read after the reduction.
+template <typename T> __device__ __forceinline__ float rms_elem(const uint4& v, int e) {
+  return to_f<T>(reinterpret_cast<const T*>(&v)[e]);
+}
+template <typename T, int VPT, bool HAS_W, bool CAST_BEFORE_W>
+__global__ void __launch_bounds__(512) rmsnorm_vec(const T* __restrict__ x, const T* __restrict__ w,
+                                                    T* __restrict__ y, int n_cols, float eps, float w_offset) {
+  constexpr int E = 16 / (int)sizeof(T);
+  __shared__ float smem[32];
+  const long long row = blockIdx.x;
+  const int nvec = n_cols / E;
+  const uint4* xr = reinterpret_cast<const uint4*>(x + row * n_cols);
+  const uint4* wr = reinterpret_cast<const uint4*>(w);
+  uint4* yr = reinterpret_cast<uint4*>(y + row * n_cols);
+  uint4 xv[VPT], wv[HAS_W ? VPT : 1];
+  #pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    xv[j] = i < nvec ? xr[i] : make_uint4(0u, 0u, 0u, 0u);
+    if (HAS_W) wv[HAS_W ? j : 0] = i < nvec ? wr[i] : make_uint4(0u, 0u, 0u, 0u);
+  }
+  float ss = 0.f;
+  #pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    #pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const float v = rms_elem<T>(xv[j], e);
+      ss += v * v;
+    }
+  }
+  float rstd;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(rstd) : "f"(block_reduce<false>(ss, smem) / n_cols + eps));
+  #pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < nvec) {
+      uint4 ov;
+      #pragma unroll
+      for (int e = 0; e < E; ++e) {
+        float o = rms_elem<T>(xv[j], e) * rstd;
+        if (HAS_W) o = (CAST_BEFORE_W ? to_f<T>(from_f<T>(o)) : o) * (w_offset + rms_elem<T>(wv[HAS_W ? j : 0], e));
+        reinterpret_cast<T*>(&ov)[e] = from_f<T>(o);
+      }
+      yr[i] = ov;
+    }
+  }
+}
+"""
+
 _CUDA_KERNEL = r"""
 // One CTA per row; the row is read once into registers (up to MAX_PER_THREAD elements per thread).
 template <typename T, int MAX_PER_THREAD, bool HAS_W, bool CAST_BEFORE_W>
@@ -184,17 +236,27 @@ def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
   if (rows == 0) return;
   auto stream = c10::cuda::getCurrentCUDAStream();
   const int per_thread = (n_cols + {threads} - 1) / {threads};
-  TORCH_CHECK(per_thread <= 32, "row too long for this template: ", n_cols);
   DISPATCH_FLOAT({x}.scalar_type(), scalar_t, {{
     const scalar_t* xp = reinterpret_cast<const scalar_t*>({x}.data_ptr());
     scalar_t* yp = reinterpret_cast<scalar_t*>({y}.data_ptr());
     const scalar_t* wp = {w_ptr};
-    if (per_thread <= 4) rmsnorm_rows<scalar_t, 4, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
+    const int vec_e = 16 / (int)sizeof(scalar_t);
+    const bool vec = n_cols % vec_e == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(yp) % 16 == 0 && (wp == nullptr || reinterpret_cast<uintptr_t>(wp) % 16 == 0);
+    const int vpt = (n_cols / vec_e + {threads} - 1) / {threads};
+    if (vec && vpt <= 8) {{
+      if (vpt <= 1) rmsnorm_vec<scalar_t, 1, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
+      else if (vpt <= 2) rmsnorm_vec<scalar_t, 2, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
+      else if (vpt <= 4) rmsnorm_vec<scalar_t, 4, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
+      else rmsnorm_vec<scalar_t, 8, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
+    }} else if (per_thread > 32) {{
+      TORCH_CHECK(false, "row too long for this template: ", n_cols);
+    }} else if (per_thread <= 4) rmsnorm_rows<scalar_t, 4, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
     else if (per_thread <= 8) rmsnorm_rows<scalar_t, 8, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
     else rmsnorm_rows<scalar_t, 32, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
   }});
   C10_CUDA_KERNEL_LAUNCH_CHECK();"""
-    return cuda_module(problem, _CUDA_KERNEL, body)
+    return cuda_module(problem, _CUDA_VEC_KERNEL + _CUDA_KERNEL, body)
 
 
 FAMILY = Family(
@@ -206,13 +268,14 @@ FAMILY = Family(
         # 4/8/16 on all three bundled RMSNorms in session 10, so it leads, with 32 after it
         Renderer("triton", True, {"cast_before_weight": (False, True), "num_warps": (16, 32, 8, 4)}, render_triton),
         Renderer(
-            "cuda_cpp", True, {"cast_before_weight": (False, True), "threads": (256, 512, 1024)}, render_cuda,
+            "cuda_cpp", True, {"cast_before_weight": (False, True), "threads": (256, 128, 512)}, render_cuda,
             file=CUDA_FILE,
         ),
     ),
 )
 
-# Notes: rows longer than 32 × threads elements are refused by the CUDA launcher (TORCH_CHECK), the Triton
+# Notes: the CUDA launcher takes rows of whole 16-byte vectors up to 8 × threads vectors through rmsnorm_vec,
+# other rows through the scalar kernel up to 32 × threads elements, and refuses longer ones (TORCH_CHECK); the Triton
 # kernel holds the whole row in registers (fine up to ~16K columns). Both assume contiguous inputs, which
 # the judge provides. The rsqrt.approx PTX is within bf16/fp16 tolerance; for fp32 outputs with tight
 # tolerances the Triton variant (exact rsqrt) is the safer pick.
