@@ -15,8 +15,11 @@
 # PART=C (~550 s): the linears with 9 candidates (the retiring GEMV at 128 threads first: k8192 ~7.7 us as in
 #   session 10, SOL score 0.56 -> ~0.6); gelu_tanh and gelu_quick over Triton's widened grid (12 points):
 #   within 0.2 us of 2.7 / 2.6 us, the best block/warps found rather than a predicted gain.
-# PART=D (not run in session 11: the session's time went to CI) (~250 s): T_b in-process for the three RMSNorms, then their rows with num_warps 32 in the grid
-#   (h4096 1.66 us -> ~1.5 us if more of the row's loads in flight still pays).
+# PART=D (~450 s): T_b in-process for the three RMSNorms and the MLP block, then their rows.
+#   RMSNorm: the CUDA 16-byte kernel (x and weight vectors requested before the reduction; the scalar kernel
+#   read 6.2-9.5 us in session 10) lands within 0.2 us of Triton's 1.7-1.9 us; 32 warps in Triton's grid: no
+#   gain expected beyond noise. MLP: the down projection's split-K slices summed by the last slice of each tile
+#   in the same launch (no _sum_splits kernel, 2.5 us of GPU time in session 10): 17.9 -> ~16 us.
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 R=/tmp/wave13; mkdir -p "$R"
@@ -46,9 +49,11 @@ case "${PART:-A}" in
      CANDIDATES=14 PROBLEM_SECONDS=100 bench gelus_c 250 docs/bench/h200_tb_session11.jsonl \
          $P/gelu_tanh_f4608_tok256_bf16 $P/gelu_quick_f4096_tok257_bf16 ;;
   D) RMS="$P/rmsnorm_fwd_h4096_eps5_bf16 $P/rmsnorm_unit_offset_fwd_h3072_eps6_bf16 $P/rmsnorm_fwd_h7168_eps6_bf16"
-     f="$R/tb_session11_rms.jsonl"
-     timeout 90 python3 bench/measure_tb.py $RMS --device cuda --timer cupti --max-workloads 1 \
+     MLP=data/problems/L2/mlp_gelu_exact_k768_i3072_n768_tok197_bf16
+     f="$R/tb_session11_d.jsonl"
+     timeout 120 python3 bench/measure_tb.py $RMS $MLP --device cuda --timer cupti --max-workloads 1 \
          --variants eager,compile-default,cudagraph-eager,cudagraph-compile-default -o "$f" --resume > "$f.log" 2>&1
-     echo "tb rc=$?" >> "$f.log"; cp "$f" "$OUT/"; tail -4 "$f.log"
-     CANDIDATES=6 bench rms_d 200 "$f" $RMS ;;
+     echo "tb rc=$?" >> "$f.log"; cp "$f" "$OUT/"; tail -5 "$f.log"
+     CANDIDATES=7 PROBLEM_SECONDS=60 bench rms_d 200 "$f" $RMS
+     CANDIDATES=4 PROBLEM_SECONDS=100 bench mlp_d 130 "$f" $MLP ;;
 esac

@@ -88,7 +88,8 @@ import torch.nn.functional as F
 BIAS_EPILOGUE = "acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]"
 
 
-def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False, split_k: bool = False) -> str:
+def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False, split_k: bool = False,
+                       sum_in_launch: bool = False) -> str:
     """A tiled GEMM ``name(a, b, bias, c, M, N, K, strides..., BM, BN, BK, GROUP)``: grouped program order,
     fp32 accumulators ``acc`` [BM, BN] over rows ``rm`` and columns ``rn``, then ``epilogue`` (lines of
     Triton, e.g. ``BIAS_EPILOGUE`` and an activation) before the one store in c's dtype.
@@ -100,9 +101,16 @@ def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False, 
 
     ``split_k``: grid axis 1 splits K into slices of ``k_per`` (a multiple of BK); slice s writes its fp32
     partial sums to ``c + s * scs`` (a workspace), which a second kernel adds up (``SPLIT_SUM``). Only for
-    linear epilogues, which that kernel applies: an activation of a partial sum is not the activation."""
+    linear epilogues, which that kernel applies: an activation of a partial sum is not the activation.
+
+    ``sum_in_launch`` (with ``split_k``): no second kernel. The partial sums go to ``ws_ptr + s * scs``
+    ([SPLIT, M, N] fp32) and ``c`` is the output: each program counts itself in on its tile's arrival counter
+    (``cnt_ptr + pid``, int32, zero before the launch), and the one that arrives last adds the SPLIT partials
+    (read through L2), the bias when ``HAS_BIAS``, stores the tile and sets the counter back to zero."""
     if three_way and split_k:
         raise ValueError("a GEMM launch is either three-way or split over K, not both")
+    if sum_in_launch and not split_k:
+        raise ValueError("sum_in_launch adds up the slices of a split_k launch")
     lines = "\n    ".join(epilogue)
     extra, pick, k_range = "", "", "0, K, BK"
     if three_way:
@@ -119,10 +127,32 @@ def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False, 
     k_lo = s * k_per
     c_ptr += s.to(tl.int64) * scs"""
         k_range = "k_lo, k_lo + k_per, BK"  # the last slice may run past K: its loads are masked
+    consts, store = "", f"""tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))"""
+    if sum_in_launch:
+        extra = " k_per, scs, ws_ptr, cnt_ptr,"
+        consts = " SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr,"
+        pick = """
+    s = tl.program_id(1)
+    k_lo = s * k_per"""
+        # the barrier puts every thread's partial sums before the release of the arrival (threadFenceReduction)
+        store = f"""mk = (rm[:, None] < M) & (rn[None, :] < N)
+    tile = rm[:, None] * N + rn[None, :]
+    tl.store(ws_ptr + s.to(tl.int64) * scs + tile, acc, mask=mk)
+    tl.debug_barrier()
+    arrived = tl.atomic_add(cnt_ptr + pid, 1, sem="acq_rel")
+    if arrived == SPLIT - 1:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for t in tl.static_range(SPLIT):
+            acc += tl.load(ws_ptr + t * scs + tile, mask=mk, other=0.0, cache_modifier=".cg")
+        if HAS_BIAS:
+            {BIAS_EPILOGUE}
+        tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty), mask=mk)
+        tl.atomic_xchg(cnt_ptr + pid, 0)"""
     return f"""
 @triton.jit
 def {name}(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,{extra}
-           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+          {consts} BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
     pid = tl.program_id(0){pick}
     grid_m, grid_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
     width = GROUP * grid_n
@@ -140,8 +170,7 @@ def {name}(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
         bv = tl.load(b_ptr + ka[:, None] * sbk + rn[None, :] * sbn, mask=(ka[:, None] < K) & (rn[None, :] < N), other=0.0)
         acc = tl.dot(av, bv, acc)
     {lines}
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
-             mask=(rm[:, None] < M) & (rn[None, :] < N))
+    {store}
 """
 
 

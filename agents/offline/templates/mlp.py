@@ -118,12 +118,24 @@ import triton.language as tl
 {_gemm_kernel("_up", b1 is not None, b.consts["act"])}
 {_gemm_kernel("_down", b2 is not None, None)}
 {triton_gemm_kernel("_down_split", [], split_k=True)}
+{triton_gemm_kernel("_down_split_sum", [], split_k=True, sum_in_launch=True)}
 {SPLIT_SUM}
 {triton_launcher()}{FIT_TILES}
 _up_launch = _Launcher(_up)
 _down_launch = _Launcher(_down)
 _down_split_launch = _Launcher(_down_split)
+_down_split_sum_launch = _Launcher(_down_split_sum)
 _sum_launch = _Launcher(_sum_splits)
+_COUNTERS = {{}}
+
+
+def _arrival_counters(like, n):
+    # int32 zeros per device, at least n: every launch of _down_split_sum leaves its counters at zero again
+    key = like.device
+    have = _COUNTERS.get(key)
+    if have is None or have.numel() < n:
+        have = _COUNTERS[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=like.device)
+    return have
 
 
 {py_signature(problem)}
@@ -151,9 +163,15 @@ _sum_launch = _Launcher(_sum_splits)
                      h.stride(0), h.stride(1), {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), BN=BN2,
                      {tiles})
         return
-    # the down projection's K (the hidden width) in slices: fp32 partial sums, then one kernel adds them up
+    # the down projection's K (the hidden width) in slices: fp32 partial sums, which the last slice of each
+    # tile to finish adds up in the same launch (or, with sum_in_launch off, a second kernel)
     k_per = triton.cdiv(triton.cdiv(hidden, BK), split) * BK
     ws = torch.empty((split, M, N), dtype=torch.float32, device={x}.device)
+    if {bool(p.get("sum_in_launch", False))}:
+        _down_split_sum_launch((tiles2, split), h, {w2}, {b2 or "h"}, c2, M, N, hidden, h.stride(0), h.stride(1),
+                               {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), k_per, M * N, ws,
+                               _arrival_counters(c2, tiles2), SPLIT=split, HAS_BIAS={b2 is not None}, BN=BN2, {tiles})
+        return
     _down_split_launch((tiles2, split), h, {w2}, h, ws, M, N, hidden, h.stride(0), h.stride(1), {w2}.stride(1),
                        {w2}.stride(0), N, 1, k_per, M * N, BN=BN2, {tiles})
     _sum_launch((M, triton.cdiv(N, 1024)), ws, {b2 or "ws"}, c2, N, M * N, c2.stride(0), c2.stride(1), SPLIT=split,
@@ -180,7 +198,7 @@ FAMILY = Family(
         Renderer(
             "triton", True,
             {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4, 8), "stages": (4, 3), "graph": (True,),
-             "split": ("auto",)},
+             "split": ("auto",), "sum_in_launch": (True, False)},
             render_triton,
         ),  # fmt: skip
     ),
