@@ -210,8 +210,8 @@ def test_cuda_variants_compile_for_sm90a(path, tmp_path):
     r = next(r for r in family.renderers if r.language == "cuda_cpp")
     sol = build_solution(p, fam, r, b, r.variants()[0])
     kernel = sol.sources[0].content
-    # the variant: RMSNorm's unit offset; the activation ungated, with and without 16-byte vectors
-    ungated = "act_mul<scalar_t, false, true>" in kernel and "act_mul<scalar_t, false, false>" in kernel
+    # the variant: RMSNorm's unit offset; the activation ungated, with 16-byte vectors (four a thread) and without
+    ungated = "act_vec<scalar_t, false, 4>" in kernel and "act_mul<scalar_t, false>" in kernel
     assert (", 1.0f);" in kernel) if fam == "rmsnorm" else ungated
     objs = compile_objects(sol, tmp_path)
     defined, needed = run_symbols(objs["kernel.cu"])["T"], run_symbols(objs["binding.cpp"])["U"]
