@@ -107,35 +107,56 @@ def _gemm_kernel(name: str, bias: bool, act: str | None) -> str:
     return triton_gemm_kernel(name, epilogue)
 
 
+# sum_in_launch: the last slice of each tile to finish adds the partials in the same launch; it needs arrival
+# counters, int32 zeros per device that every launch leaves at zero again.
+_SUM_IN_LAUNCH_HELPERS = """
+_down_split_sum_launch = _Launcher(_down_split_sum)
+_COUNTERS = {}
+
+
+def _arrival_counters(like, n):
+    have = _COUNTERS.get(like.device)
+    if have is None or have.numel() < n:
+        have = _COUNTERS[like.device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=like.device)
+    return have
+"""
+
+
+def _split_parts(b: Binding, p: Mapping[str, Any], tiles: str) -> tuple[str, str, str, str]:
+    """The split-K down projection's kernels, launchers, a comment and launches: summed by a second kernel, or
+    (``sum_in_launch``) by the last slice of each tile."""
+    w2, b2 = b.roles["w2"], b.roles.get("b2")
+    if p.get("sum_in_launch", False):
+        launches = f"""    _down_split_sum_launch((tiles2, split), h, {w2}, {b2 or "h"}, c2, M, N, hidden, h.stride(0), h.stride(1),
+                           {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), k_per, M * N, ws,
+                           _arrival_counters(c2, tiles2), SPLIT=split, HAS_BIAS={b2 is not None}, BN=BN2, {tiles})"""
+        return (triton_gemm_kernel("_down_split_sum", [], split_k=True, sum_in_launch=True), _SUM_IN_LAUNCH_HELPERS,
+                "which the last slice of each tile to finish adds up", launches)  # fmt: skip
+    launches = f"""    _down_split_launch((tiles2, split), h, {w2}, h, ws, M, N, hidden, h.stride(0), h.stride(1), {w2}.stride(1),
+                       {w2}.stride(0), N, 1, k_per, M * N, BN=BN2, {tiles})
+    _sum_launch((M, triton.cdiv(N, 1024)), ws, {b2 or "ws"}, c2, N, M * N, c2.stride(0), c2.stride(1), SPLIT=split,
+                HAS_BIAS={b2 is not None}, BLOCK=1024, num_warps=4)"""
+    return (triton_gemm_kernel("_down_split", [], split_k=True) + SPLIT_SUM,
+            "_down_split_launch = _Launcher(_down_split)\n_sum_launch = _Launcher(_sum_splits)",
+            "then one kernel adds them up", launches)  # fmt: skip
+
+
 def _render_launches(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     r, y = b.roles, _out(problem)
     x, w1, w2, b1, b2 = r["x"], r["w1"], r["w2"], r.get("b1"), r.get("b2")
     tiles = f"BM=BM, BK=BK, GROUP=8, num_warps={p['num_warps']}, num_stages={p['stages']}"
+    split_kernels, split_launchers, split_how, split_launches = _split_parts(b, p, tiles)
     return f"""import torch
 import triton
 import triton.language as tl
 
 {_gemm_kernel("_up", b1 is not None, b.consts["act"])}
 {_gemm_kernel("_down", b2 is not None, None)}
-{triton_gemm_kernel("_down_split", [], split_k=True)}
-{triton_gemm_kernel("_down_split_sum", [], split_k=True, sum_in_launch=True)}
-{SPLIT_SUM}
+{split_kernels}
 {triton_launcher()}{FIT_TILES}
 _up_launch = _Launcher(_up)
 _down_launch = _Launcher(_down)
-_down_split_launch = _Launcher(_down_split)
-_down_split_sum_launch = _Launcher(_down_split_sum)
-_sum_launch = _Launcher(_sum_splits)
-_COUNTERS = {{}}
-
-
-def _arrival_counters(like, n):
-    # int32 zeros per device, at least n: every launch of _down_split_sum leaves its counters at zero again
-    key = like.device
-    have = _COUNTERS.get(key)
-    if have is None or have.numel() < n:
-        have = _COUNTERS[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=like.device)
-    return have
+{split_launchers}
 
 
 {py_signature(problem)}
@@ -163,19 +184,10 @@ def _arrival_counters(like, n):
                      h.stride(0), h.stride(1), {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), BN=BN2,
                      {tiles})
         return
-    # the down projection's K (the hidden width) in slices: fp32 partial sums, which the last slice of each
-    # tile to finish adds up in the same launch (or, with sum_in_launch off, a second kernel)
+    # the down projection's K (the hidden width) in slices: fp32 partial sums, {split_how}
     k_per = triton.cdiv(triton.cdiv(hidden, BK), split) * BK
     ws = torch.empty((split, M, N), dtype=torch.float32, device={x}.device)
-    if {bool(p.get("sum_in_launch", False))}:
-        _down_split_sum_launch((tiles2, split), h, {w2}, {b2 or "h"}, c2, M, N, hidden, h.stride(0), h.stride(1),
-                               {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), k_per, M * N, ws,
-                               _arrival_counters(c2, tiles2), SPLIT=split, HAS_BIAS={b2 is not None}, BN=BN2, {tiles})
-        return
-    _down_split_launch((tiles2, split), h, {w2}, h, ws, M, N, hidden, h.stride(0), h.stride(1), {w2}.stride(1),
-                       {w2}.stride(0), N, 1, k_per, M * N, BN=BN2, {tiles})
-    _sum_launch((M, triton.cdiv(N, 1024)), ws, {b2 or "ws"}, c2, N, M * N, c2.stride(0), c2.stride(1), SPLIT=split,
-                HAS_BIAS={b2 is not None}, BLOCK=1024, num_warps=4)
+{split_launches}
 """
 
 
