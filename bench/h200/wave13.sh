@@ -15,7 +15,8 @@
 # PART=C (~550 s): the linears with 9 candidates (the retiring GEMV at 128 threads first: k8192 ~7.7 us as in
 #   session 10, SOL score 0.56 -> ~0.6); gelu_tanh and gelu_quick over Triton's widened grid (12 points):
 #   within 0.2 us of 2.7 / 2.6 us, the best block/warps found rather than a predicted gain.
-# PART=D (~450 s; ran at the MLP commit, its RMSNorm block cut at 200 s during h7168): T_b in-process for the three RMSNorms and the MLP block, then their rows.
+# PART=D (~450 s; ran at f0e6502, its RMSNorm block cut at 200 s during h7168): T_b in-process for the
+#   three RMSNorms and the MLP block, then their rows.
 #   RMSNorm: the CUDA 16-byte kernel (x and weight vectors requested before the reduction; the scalar kernel
 #   read 6.2-9.5 us in session 10) lands within 0.2 us of Triton's 1.7-1.9 us; 32 warps in Triton's grid: no
 #   gain expected beyond noise. MLP: the down projection's split-K slices summed by the last slice of each tile
