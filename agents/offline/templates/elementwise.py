@@ -178,8 +178,8 @@ __device__ __forceinline__ float tanh_fast(float x) {
 __device__ __forceinline__ float sigmoid_fast(float x) { return fmaf(0.5f, tanh_fast(0.5f * x), 0.5f); }
 """
 
-# act_vec: VEC_PER_THREAD 16-byte vectors per thread, all loaded before any is computed (a one-wave launch with
-# every load in flight at once, rather than act_mul's grid-stride loop of one load per trip); the host checks
+# act_vec: U 16-byte vectors per thread, all loaded before any is computed (a one-wave launch with every
+# load in flight at once, rather than act_mul's grid-stride loop of one load per trip); the host checks
 # that a row holds whole vectors and that every base is 16-byte aligned. Vector j of a block is
 # blockIdx.x * blockDim.x * U + j * blockDim.x + threadIdx.x: consecutive threads, consecutive vectors.
 # act_mul: the scalar fallback (any alignment), a grid-stride loop; the gated case divides once per element.
