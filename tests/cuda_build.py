@@ -69,8 +69,8 @@ HOST_SHIMS = r"""
 #define __launch_bounds__(n)
 struct uint4 { uint32_t x, y, z, w; };
 static inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return uint4{x, y, z, w}; }
-struct Dim3 { long long x; };
-static Dim3 threadIdx{0}, blockIdx{0}, blockDim{1}, gridDim{1};
+struct Dim3 { long long x, y; };
+static Dim3 threadIdx{0, 0}, blockIdx{0, 0}, blockDim{1, 1}, gridDim{1, 1};
 struct bf16 { uint16_t bits; };
 template <typename T> float to_f(T v);
 template <> float to_f<bf16>(bf16 v) { uint32_t u = uint32_t(v.bits) << 16; float f; std::memcpy(&f, &u, 4); return f; }

@@ -388,11 +388,25 @@ def test_cuda_gemv_is_offered_for_decode_shapes_only(problems):
     decode = problems["linear_decode"]
     assert cuda_names(decode) and all("__gemm_cuda_cpp" in n for n in cuda_names(decode))
     assert problems["linear_relu"].workloads[0].axes["M"] > SMALL_M and cuda_names(problems["linear_relu"]) == []
-    srcs = [x.solution.sources[0].content for x in plan(decode, "cuda:0") if x.solution.spec.is_cpp]
-    # bias, SiLU epilogue; 128 threads, 4 warps a column; the retiring kernel first, the streaming one next
-    assert "launch_gemv<scalar_t, true, 3, 128, 4, false>" in srcs[0]
-    assert "launch_gemv<scalar_t, true, 3, 128, 4, true>" in srcs[1]
+    planned = [x.solution for x in plan(decode, "cuda:0") if x.solution.spec.is_cpp]
+    srcs = [sol.sources[0].content for sol in planned]
+    # bias, SiLU epilogue: the split kernel at 256, 128 and 512 threads first (its kernel rendered only there),
+    # then the retiring kernel and the streaming one over their threads x warps-a-column grid
+    assert [sol.name.split("__gemm_cuda_cpp_")[1] for sol in planned[:4]] == [
+        "kernelsplit_threads256", "kernelsplit_threads128", "kernelsplit_threads512", "kernelcols_threads128_ksplit4"]
+    assert "launch_gemv_split<scalar_t, true, 3, 256>(" in srcs[0] and "gemv_split<" in srcs[0]
+    assert "launch_gemv<scalar_t, true, 3, 128, 4, false>" in srcs[3] and "gemv_split<" not in srcs[3]
+    assert "launch_gemv<scalar_t, true, 3, 128, 4, true>" in srcs[3 + 3]
     assert not any("128, 8," in s for s in srcs)  # eight warps a column need 256 threads
+
+
+def test_renderer_grid_of_several_grids_chains_their_variants():
+    from agents.offline.templates.base import Renderer
+
+    r = Renderer("cuda_cpp", True, ({"kernel": ("a",), "t": (1, 2)}, {"kernel": ("b",), "t": (1,), "k": (4, 8)}),
+                 lambda *_: "", keep=lambda p: p.get("k") != 8)  # fmt: skip
+    assert r.variants() == [{"kernel": "a", "t": 1}, {"kernel": "a", "t": 2}, {"kernel": "b", "t": 1, "k": 4}]
+    assert Renderer("triton", True, {"x": (1, 2)}, lambda *_: "").variants() == [{"x": 1}, {"x": 2}]
 
 
 def test_bundled_vision_mlps_bind_their_activation_and_plan_triton_first():

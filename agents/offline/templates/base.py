@@ -39,15 +39,16 @@ class Renderer:
 
     language: str
     needs_gpu: bool
-    grid: Mapping[str, tuple[Any, ...]]
+    # one parameter grid, or several (kernels with different knobs): their variants in order
+    grid: Mapping[str, tuple[Any, ...]] | tuple[Mapping[str, tuple[Any, ...]], ...]
     render: Callable[[Problem, Binding, Mapping[str, Any]], Rendered]
     file: str = "kernel.py"
     accepts: Callable[[Binding], bool] = lambda b: True  # a binding this language cannot handle (head dim, ...)
     keep: Callable[[Mapping[str, Any]], bool] = lambda p: True  # drops grid points that do not make a kernel
 
     def variants(self) -> list[dict[str, Any]]:
-        keys = list(self.grid)
-        every = (dict(zip(keys, vals)) for vals in itertools.product(*(self.grid[k] for k in keys)))
+        grids = (self.grid,) if isinstance(self.grid, Mapping) else self.grid
+        every = (dict(zip(g, vals)) for g in grids for vals in itertools.product(*g.values()))
         return [p for p in every if self.keep(p)]
 
     def sources(self, problem: Problem, b: Binding, params: Mapping[str, Any]) -> dict[str, str]:

@@ -36,6 +36,16 @@ ACTS: dict[str, tuple[str, str, str]] = {
                   "0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)))"),
     "gelu_quick": ("v * torch.sigmoid(1.702 * v)", "v * tl.sigmoid(1.702 * v)", "v / (1.f + __expf(-1.702f * v))"),
 }  # fmt: skip
+# Triton for 16-bit outputs with ``fast``: the same forms through tanh.approx.f32 (inline PTX). Session 12's
+# ladder (bench/memory_floor.py --ladder, 1.18M bf16 elements): copy 2.42 us, gelu_tanh through sigmoid
+# 2.66, through tanh.approx 2.46. The compiled tanh.approx path never runs in Triton's CPU interpreter,
+# which has no inline assembly: there the kernel takes the accurate forms.
+TRITON_FAST_ACTS: dict[str, str] = {
+    "silu": "v * (0.5 + 0.5 * _tanh_approx(0.5 * v))",
+    "gelu": ACTS["gelu"][1],
+    "gelu_tanh": "0.5 * v * (1.0 + _tanh_approx(0.7978845608028654 * (v + 0.044715 * v * v * v)))",
+    "gelu_quick": "v * (0.5 + 0.5 * _tanh_approx(0.851 * v))",
+}
 # CUDA for 16-bit outputs: tanh.approx.f32 (one MUFU op, relative error ~2^-11, under a bf16 rounding step)
 # in place of tanhf, expf and the IEEE division; sigmoid(x) = 0.5 + 0.5 tanh(x / 2). fp32 outputs keep the
 # accurate forms above. Fewer instructions, but no faster on the H200 (session 11: gelu_tanh and gelu_quick
@@ -128,29 +138,48 @@ def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
         args, setup = f"{x}, {x}", f"half = {x}.shape[-1] // 2\n    in_cols, g_off, u_off = 2 * half, {g_off}, {u_off}"
     else:
         args, setup = f"{b.roles['gate']}, {b.roles['up']}", f"half = {y}.shape[-1]\n    in_cols, g_off, u_off = half, 0, 0"
-    return f"""import torch
+    act = b.consts["act"]
+    return f"""import os
+
+import torch
 import triton
 import triton.language as tl
+
+_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@triton.jit
+def _tanh_approx(x):
+    return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                     pack=1)
+
+
+@triton.jit
+def _act(v, FAST: tl.constexpr):
+    if FAST:
+        return {TRITON_FAST_ACTS[act]}
+    return {ACTS[act][1]}
 
 
 # Gated: one row per program along grid axis 0 and column blocks along axis 1; plain: a flat index. Neither
 # divides an element index by the row length: a per-element 64-bit division, and addresses the compiler
 # could not prove contiguous (no 16-byte vector loads), kept the earlier flat kernel at 0.82-0.89x T_b.
 @triton.jit
-def _act_mul(g_ptr, u_ptr, y_ptr, n, half, in_cols, g_off, u_off, GATED: tl.constexpr, BLOCK: tl.constexpr):
+def _act_mul(g_ptr, u_ptr, y_ptr, n, half, in_cols, g_off, u_off, GATED: tl.constexpr, BLOCK: tl.constexpr,
+             FAST: tl.constexpr):
     if GATED:
         row = tl.program_id(0).to(tl.int64)
         col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         m = col < half
         v = tl.load(g_ptr + row * in_cols + g_off + col, mask=m, other=0.0).to(tl.float32)
         up = tl.load(u_ptr + row * in_cols + u_off + col, mask=m, other=0.0).to(tl.float32)
-        r = ({ACTS[b.consts["act"]][1]}) * up
+        r = _act(v, FAST) * up
         tl.store(y_ptr + row * half + col, r.to(y_ptr.dtype.element_ty), mask=m)
     else:
         i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         m = i < n
         v = tl.load(g_ptr + i, mask=m, other=0.0).to(tl.float32)
-        r = {ACTS[b.consts["act"]][1]}
+        r = _act(v, FAST)
         tl.store(y_ptr + i, r.to(y_ptr.dtype.element_ty), mask=m)
 
 {triton_launcher()}
@@ -164,8 +193,9 @@ _act_mul_launch = _Launcher(_act_mul)
         return
     BLOCK = {p["block"]}
     grid = (n // half, triton.cdiv(half, BLOCK)) if {_gated(b)} else (triton.cdiv(n, BLOCK),)
+    fast = {p["fast"]} and {y}.element_size() == 2 and not _INTERPRETED
     _act_mul_launch(grid, {args}, {y}, n, half, in_cols, g_off, u_off, GATED={_gated(b)},
-                    BLOCK=BLOCK, num_warps={p["num_warps"]})
+                    BLOCK=BLOCK, FAST=fast, num_warps={p["num_warps"]})
 """
 
 
@@ -292,7 +322,8 @@ FAMILY = Family(
     prune=one_act_per_structure,
     renderers=(
         Renderer("pytorch", False, {}, render_pytorch),
-        Renderer("triton", True, {"block": (1024, 4096, 2048, 512), "num_warps": (4, 8, 2)}, render_triton),
+        Renderer("triton", True, {"block": (1024, 2048, 4096, 512), "num_warps": (4, 8, 2), "fast": (True, False)},
+                 render_triton),
         # Session 11: four vectors a thread read 2.7-2.9 us on gelu_tanh/gelu_quick, behind Triton's 2.6-2.7;
         # on a 14336-element SwiGLU (a few CTAs) 3.5 us against 1.4: one vector a thread is the other point.
         Renderer("cuda_cpp", True, {"vectors": (4, 1), "threads": (256, 128)}, render_cuda, file=CUDA_FILE),

@@ -519,6 +519,161 @@ void launch_gemv(const T* a, const T* w, const T* bias, T* y, int M, int N, int 
 }
 """
 
+# The CTA-wide sum of split GEMV (a string of its own: the host emulation test supplies its own version).
+_CUDA_CTA_SUM = r"""
+// Thread 0 gets the CTA's totals of acc[0 .. R): each warp sums its lanes, thread 0 adds the warps' sums.
+template <int R, int WARPS>
+__device__ __forceinline__ void cta_sum_rows(float (&acc)[R], float (*red)[R]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  #pragma unroll
+  for (int i = 0; i < R; ++i) acc[i] = warp_sum(acc[i]);
+  if (lane == 0) {
+    #pragma unroll
+    for (int i = 0; i < R; ++i) red[warp][i] = acc[i];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    #pragma unroll
+    for (int i = 0; i < R; ++i) {
+      float t = 0.f;
+      #pragma unroll
+      for (int j = 0; j < WARPS; ++j) t += red[j][i];
+      acc[i] = t;
+    }
+  }
+}
+"""
+
+# Split GEMV: one CTA per (column n, K slice s, block of MAXM rows of a). Each lane loads its VPL 16-byte
+# weight vectors at once, with no loop, so every load of the CTA is in flight together, and the CTA retires.
+# Plain read kernels of that shape read 16 MB in 6.5 us under the judge's dirty L2 flush (bench/memory_floor.py,
+# session 12), where gemv_cols, which walks a column in batches of four loads a lane, took 7.8 us. The launcher
+# makes a slice a whole column where that fits in 8 vectors a lane. Longer rows are split, and their slices
+# are added in the same launch: thread 0 of each CTA stores its partial sums and counts the CTA in; the
+# column's last CTA to arrive adds the partials in slice order (the same sum whichever arrives last), writes y
+# and leaves the counter at zero.
+_CUDA_GEMV_SPLIT_KERNEL = r"""
+template <typename T, int THREADS, int MAXM, int VPL, bool HAS_BIAS, int ACT>
+__global__ void __launch_bounds__(THREADS) gemv_split(const T* __restrict__ a, const T* __restrict__ w,
+                                                      const T* __restrict__ bias, T* __restrict__ y,
+                                                      float* __restrict__ ws, unsigned* __restrict__ arrivals,
+                                                      int M, int N, int K, int slices) {
+  constexpr int E = 16 / (int)sizeof(T), WARPS = THREADS / 32, STRIDE = THREADS * E;
+  __shared__ float red[WARPS][MAXM];
+  const int n = (int)(blockIdx.x / (unsigned)slices), s = (int)(blockIdx.x % (unsigned)slices);
+  const int m0 = (int)blockIdx.y * MAXM, mc = min(MAXM, M - m0);
+  const int k0 = s * STRIDE * VPL + (int)threadIdx.x * E;
+  const T* wr = w + (long long)n * K;
+  uint4 wv[VPL];
+  #pragma unroll
+  for (int v = 0; v < VPL; ++v)
+    wv[v] = k0 + v * STRIDE < K ? ld_nc_v4(wr + k0 + v * STRIDE) : make_uint4(0u, 0u, 0u, 0u);
+  float acc[MAXM];
+  #pragma unroll
+  for (int i = 0; i < MAXM; ++i) acc[i] = 0.f;
+  #pragma unroll
+  for (int v = 0; v < VPL; ++v) {
+    const int k = k0 + v * STRIDE;
+    if (k < K) {
+      #pragma unroll
+      for (int i = 0; i < MAXM; ++i) {
+        if (i < mc) {
+          const uint4 av = *reinterpret_cast<const uint4*>(a + (long long)(m0 + i) * K + k);
+          #pragma unroll
+          for (int e = 0; e < E; ++e) acc[i] += vec_elem<T>(av, e) * vec_elem<T>(wv[v], e);
+        }
+      }
+    }
+  }
+  cta_sum_rows<MAXM, WARPS>(acc, red);
+  if (threadIdx.x != 0) return;
+  const float b = HAS_BIAS ? to_f<T>(bias[n]) : 0.f;
+  if (slices == 1) {
+    #pragma unroll
+    for (int i = 0; i < MAXM; ++i)
+      if (i < mc) y[(long long)(m0 + i) * N + n] = from_f<T>(act_f<ACT>(acc[i] + b));
+    return;
+  }
+  #pragma unroll
+  for (int i = 0; i < MAXM; ++i)
+    if (i < mc) ws[((long long)s * M + m0 + i) * N + n] = acc[i];
+  // the threadFenceReduction pattern: the partials are visible device-wide before the CTA counts in
+  __threadfence();
+  const long long counter = (long long)blockIdx.y * N + n;
+  if (atomicAdd(&arrivals[counter], 1u) != (unsigned)slices - 1) return;
+  __threadfence();
+  #pragma unroll
+  for (int i = 0; i < MAXM; ++i) {
+    if (i < mc) {
+      float sum = 0.f;
+      for (int j = 0; j < slices; ++j) sum += __ldcg(&ws[((long long)j * M + m0 + i) * N + n]);
+      y[(long long)(m0 + i) * N + n] = from_f<T>(act_f<ACT>(sum + b));
+    }
+  }
+  arrivals[counter] = 0u;  // no other CTA of this column touches it again in this launch
+}
+"""
+
+_CUDA_GEMV_SPLIT_HOST = r"""
+#include <array>
+#include <mutex>
+// Arrival counters of split GEMV, one per (block of rows, column) and device: zeroed when allocated (or
+// grown), and every launch leaves them zero, so no memset runs per call. A workspace, not a cache: nothing
+// of one call's data survives into the next. Held for the life of the process. Calls running at once on two
+// streams of one device would share them: the template assumes one stream at a time per device.
+static unsigned* gemv_split_arrivals(const at::Tensor& like, long long count) {
+  static std::mutex mu;
+  static auto* per_device = new std::array<at::Tensor, 64>();
+  const int dev = like.get_device();
+  TORCH_CHECK(dev >= 0 && dev < 64, "split GEMV: device index ", dev, " not handled");
+  std::lock_guard<std::mutex> hold(mu);
+  at::Tensor& t = (*per_device)[dev];
+  if (!t.defined() || t.numel() < count) t = like.new_zeros({count}, like.options().dtype(at::kInt));
+  return reinterpret_cast<unsigned*>(t.data_ptr());
+}
+template <typename T, int THREADS, int MAXM, int VPL, bool HAS_BIAS, int ACT>
+static void launch_split_rows(const at::Tensor& like, const T* a, const T* w, const T* bias, T* y, int M, int N,
+                              int K, cudaStream_t s) {
+  constexpr int CHUNK = THREADS * (16 / (int)sizeof(T)) * VPL;  // K elements a CTA covers
+  const long long slices = (K + CHUNK - 1) / CHUNK, blocks = (M + MAXM - 1) / MAXM;
+  TORCH_CHECK(N * slices < (1LL << 31) && blocks < 65536, "split GEMV: grid too large (", N * slices, " x ",
+              blocks, " CTAs)");
+  at::Tensor part;  // freed on return: the caching allocator hands it out again only to later work on s
+  float* ws = nullptr;
+  unsigned* arrivals = nullptr;
+  if (slices > 1) {
+    part = like.new_empty({slices * M * N}, like.options().dtype(at::kFloat));
+    ws = reinterpret_cast<float*>(part.data_ptr());
+    arrivals = gemv_split_arrivals(like, blocks * N);
+  }
+  gemv_split<T, THREADS, MAXM, VPL, HAS_BIAS, ACT><<<dim3((unsigned)(N * slices), (unsigned)blocks), THREADS, 0, s>>>(
+      a, w, bias, y, ws, arrivals, M, N, K, (int)slices);
+}
+template <typename T, int THREADS, int VPL, bool HAS_BIAS, int ACT>
+static void launch_split_vpl(const at::Tensor& like, const T* a, const T* w, const T* bias, T* y, int M, int N, int K,
+                             cudaStream_t s) {
+  if (M == 1) launch_split_rows<T, THREADS, 1, VPL, HAS_BIAS, ACT>(like, a, w, bias, y, M, N, K, s);
+  else if (M <= 4) launch_split_rows<T, THREADS, 4, VPL, HAS_BIAS, ACT>(like, a, w, bias, y, M, N, K, s);
+  else launch_split_rows<T, THREADS, 8, VPL, HAS_BIAS, ACT>(like, a, w, bias, y, M, N, K, s);
+}
+// 16-byte rows (K a multiple of a vector, a and w aligned) take the split kernel with the fewest vectors a lane
+// (1, 2, 4 or 8) that cover a whole row of W: one CTA a column, no partial sums, which measured fastest
+// (session 12: 7.4 us on k8192 at 256 threads x 4 vectors, against 9.3 in 4 KB slices). Rows longer than
+// THREADS x 8 vectors are split into slices of that size. Other rows take gemv_cols, one column a CTA.
+template <typename T, bool HAS_BIAS, int ACT, int THREADS>
+void launch_gemv_split(const at::Tensor& like, const T* a, const T* w, const T* bias, T* y, int M, int N, int K,
+                       cudaStream_t s) {
+  constexpr int E = 16 / (int)sizeof(T);
+  const bool vec = K % E == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  if (!vec) return launch_gemv<T, HAS_BIAS, ACT, THREADS, THREADS / 32, false>(a, w, bias, y, M, N, K, s);
+  const int per_lane = (K / E + THREADS - 1) / THREADS;  // vectors a lane for one CTA a column
+  if (per_lane <= 1) launch_split_vpl<T, THREADS, 1, HAS_BIAS, ACT>(like, a, w, bias, y, M, N, K, s);
+  else if (per_lane <= 2) launch_split_vpl<T, THREADS, 2, HAS_BIAS, ACT>(like, a, w, bias, y, M, N, K, s);
+  else if (per_lane <= 4) launch_split_vpl<T, THREADS, 4, HAS_BIAS, ACT>(like, a, w, bias, y, M, N, K, s);
+  else launch_split_vpl<T, THREADS, 8, HAS_BIAS, ACT>(like, a, w, bias, y, M, N, K, s);
+}
+"""
+
 _ACT_CODE = {None: 0, "relu": 1, "gelu": 2, "silu": 3}
 
 
@@ -527,7 +682,16 @@ def render_gemm_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict
     has_bias = "true" if bias else "false"
     bias_ptr = f"reinterpret_cast<const scalar_t*>({bias}.data_ptr())" if bias else "nullptr"
     same = f" && {bias}.scalar_type() == {a}.scalar_type()" if bias else ""
-    stream = "true" if p["stream"] else "false"
+    ptrs = (f"reinterpret_cast<const scalar_t*>({a}.data_ptr()), reinterpret_cast<const scalar_t*>({w}.data_ptr()),\n"
+            f"        {bias_ptr}, reinterpret_cast<scalar_t*>({y}.data_ptr()), (int)M, (int)N, (int)K, stream")
+    epilogue = f"{has_bias}, {_ACT_CODE[b.consts['act']]}"
+    if p["kernel"] == "split":
+        kernels = _CUDA_GEMV + _CUDA_CTA_SUM + _CUDA_GEMV_SPLIT_KERNEL + _CUDA_GEMV_SPLIT_HOST
+        launch = f"launch_gemv_split<scalar_t, {epilogue}, {p['threads']}>({a}, {ptrs});"
+    else:
+        kernels = _CUDA_GEMV
+        stream = "true" if p["kernel"] == "stream" else "false"
+        launch = f"launch_gemv<scalar_t, {epilogue}, {p['threads']}, {p['ksplit']}, {stream}>({ptrs});"
     body = f"""  const long long K = {a}.size(-1), N = {y}.size(-1);
   const long long M = K == 0 ? 0 : {a}.numel() / K;
   if (M == 0 || N == 0) return;
@@ -536,12 +700,10 @@ def render_gemm_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict
               "mixed dtypes are not handled by this template");
   auto stream = c10::cuda::getCurrentCUDAStream();
   DISPATCH_FLOAT({a}.scalar_type(), scalar_t, {{
-    launch_gemv<scalar_t, {has_bias}, {_ACT_CODE[b.consts["act"]]}, {p["threads"]}, {p["ksplit"]}, {stream}>(
-        reinterpret_cast<const scalar_t*>({a}.data_ptr()), reinterpret_cast<const scalar_t*>({w}.data_ptr()),
-        {bias_ptr}, reinterpret_cast<scalar_t*>({y}.data_ptr()), (int)M, (int)N, (int)K, stream);
+    {launch}
   }});
   C10_CUDA_KERNEL_LAUNCH_CHECK();"""
-    return cuda_module(problem, _CUDA_GEMV, body)
+    return cuda_module(problem, kernels, body)
 
 
 def _decode_shaped(b: Binding) -> bool:
@@ -563,9 +725,13 @@ GEMM = Family(
         # vs 3.7). So the retiring kernel at 128 threads, 4 warps a column (session 10's best: 7.7 us on
         # k8192) leads, each shape with both kernels next to it. An L2 evict-first weight stream measured no
         # gain (session 10) and is not in the grid.
-        Renderer("cuda_cpp", True, {"threads": (128, 256), "ksplit": (4, 8), "stream": (False, True)},
+        # Session 12 (one H200, same call): the split kernel with a whole column a CTA at 256 threads led on
+        # k4096 (11.2 us; gemv_cols 12.1 in session 11) and k8192 (7.4; 7.8); smaller slices lost.
+        Renderer("cuda_cpp", True,
+                 ({"kernel": ("split",), "threads": (256, 128, 512)},
+                  {"kernel": ("cols", "stream"), "threads": (128, 256), "ksplit": (4, 8)}),
                  render_gemm_cuda, file=CUDA_FILE, accepts=_decode_shaped,
-                 keep=lambda p: p["ksplit"] * 32 <= p["threads"]),
+                 keep=lambda p: p["kernel"] == "split" or p["ksplit"] * 32 <= p["threads"]),
     ),
 )
 
