@@ -84,8 +84,11 @@ def _ladder_kernel():
     import triton.language as tl
 
     @triton.jit
-    def pointwise(x_ptr, y_ptr, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    def pointwise(x_ptr, y_ptr, n, BLOCK: tl.constexpr, MODE: tl.constexpr, INT64: tl.constexpr):
+        if INT64:  # 64-bit element offsets, as the element-wise template writes them
+            offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        else:
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         m = offs < n
         x = tl.load(x_ptr + offs, mask=m)
         if MODE == 0:
@@ -106,8 +109,54 @@ def _ladder_kernel():
     return triton, pointwise
 
 
-def ladder(device: torch.device, timer: str, iterations: int, numel: int) -> list[tuple[str, float, str]]:
-    """(step, best ms, config) for each step of LADDER on ``numel`` bf16 elements."""
+# One row in one program, the shape of a one-token RMSNorm: 0 copy x to y, 1 y = x * w (two inputs, no
+# reduction), 2 the RMSNorm itself (x and w loaded first, then the row's sum of squares).
+ROW_STEPS = ("copy", "x_times_w", "rmsnorm")
+
+
+def _row_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def one_row(x_ptr, w_ptr, y_ptr, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
+        cols = tl.arange(0, BLOCK)
+        m = cols < n
+        x = tl.load(x_ptr + cols, mask=m, other=0.0)
+        if MODE == 0:
+            tl.store(y_ptr + cols, x, mask=m)
+        else:
+            w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
+            v = x.to(tl.float32)
+            if MODE == 2:
+                v = v * tl.rsqrt(tl.sum(v * v, axis=0) / n + 1e-6)
+            tl.store(y_ptr + cols, (v * w).to(y_ptr.dtype.element_ty), mask=m)
+
+    return triton, one_row
+
+
+def row_steps(device: torch.device, timer: str, iterations: int, hidden: int) -> list[tuple[str, float, str]]:
+    """(step, best ms, config) for each of ROW_STEPS on one bf16 row of ``hidden`` elements."""
+    triton, one_row = _row_kernel()
+    x, w = (torch.randn(hidden, dtype=torch.bfloat16, device=device) for _ in range(2))
+    y = torch.empty_like(x)
+    out = []
+    for mode, step in enumerate(ROW_STEPS):
+        results = {}
+        for warps in (4, 8, 16):
+            results[f"warps{warps}"] = time_callable(
+                lambda w_=warps: one_row[(1,)](x, w, y, hidden, BLOCK=triton.next_power_of_2(hidden), MODE=mode,
+                                               num_warps=w_),
+                device, warmup=5, iterations=iterations, flush_l2=True, timer=timer).median_ms  # fmt: skip
+        config, best = min(results.items(), key=lambda kv: kv[1])
+        out.append((step, best, config))
+        print(f"row {hidden} {step}: {best * 1e3:.2f} us ({config})", flush=True)
+    return out
+
+
+def ladder(device: torch.device, timer: str, iterations: int, numel: int, int64: bool = False
+           ) -> list[tuple[str, float, str]]:  # fmt: skip
+    """(step, best ms, config) for each step of LADDER on ``numel`` bf16 elements (64-bit offsets: ``int64``)."""
     triton, pointwise = _ladder_kernel()
     x = torch.randn(numel, dtype=torch.bfloat16, device=device)
     y = torch.empty_like(x)
@@ -118,11 +167,12 @@ def ladder(device: torch.device, timer: str, iterations: int, numel: int) -> lis
             for warps in (2, 4, 8):
                 grid = (triton.cdiv(numel, block),)
                 results[f"block{block} warps{warps}"] = time_callable(
-                    lambda g=grid, b=block, w=warps: pointwise[g](x, y, numel, BLOCK=b, MODE=mode, num_warps=w),
+                    lambda g=grid, b=block, w=warps: pointwise[g](x, y, numel, BLOCK=b, MODE=mode, INT64=int64,
+                                                                    num_warps=w),
                     device, warmup=5, iterations=iterations, flush_l2=True, timer=timer).median_ms  # fmt: skip
         config, best = min(results.items(), key=lambda kv: kv[1])
         out.append((step, best, config))
-        print(f"ladder {step}: {best * 1e3:.2f} us ({config})", flush=True)
+        print(f"ladder {step}{' int64' if int64 else ''}: {best * 1e3:.2f} us ({config})", flush=True)
     return out
 
 
@@ -190,6 +240,8 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", help="row names (substrings) to measure; all by default")
     ap.add_argument("--ladder", type=int, metavar="NUMEL",
                     help="also run the element-wise ladder on NUMEL bf16 elements (gelu_tanh's: 1179648)")
+    ap.add_argument("--rows", type=int, nargs="*", metavar="H",
+                    help="also time one-row kernels (copy, x*w, RMSNorm) on rows of H bf16 elements")
     ap.add_argument("--all", action="store_true", help="list every configuration's time under the table")
     ap.add_argument("-o", "--output", type=Path)
     a = ap.parse_args()
@@ -199,9 +251,14 @@ def main() -> int:
     sizes = {k: v for k, v in ROWS.items() if not a.only or any(s in k for s in a.only)}
     empty_ms, floors = measure(device, a.timer, a.iterations, sizes)
     text = render(torch.cuda.get_device_name(device), a.timer, empty_ms, floors, a.all)
-    if a.ladder:
-        steps = ladder(device, a.timer, a.iterations, a.ladder)
-        text += f"\nElement-wise ladder, {a.ladder} bf16 elements in and out:\n\n| step | best µs | config |\n|---|---:|---|\n"
+    for hidden in a.rows or ():
+        steps = row_steps(device, a.timer, a.iterations, hidden)
+        text += f"\nOne row of {hidden} bf16 in one program:\n\n| step | best µs | config |\n|---|---:|---|\n"
+        text += "".join(f"| {s} | {ms * 1e3:.2f} | {c} |\n" for s, ms, c in steps)
+    for int64 in (False, True) if a.ladder else ():
+        steps = ladder(device, a.timer, a.iterations, a.ladder, int64)
+        text += (f"\nElement-wise ladder, {a.ladder} bf16 elements in and out, {64 if int64 else 32}-bit offsets:\n\n"
+                 "| step | best µs | config |\n|---|---:|---|\n")  # fmt: skip
         text += "".join(f"| {s} | {ms * 1e3:.2f} | {c} |\n" for s, ms, c in steps)
     if a.output:
         a.output.write_text(text)

@@ -391,12 +391,12 @@ def test_cuda_gemv_is_offered_for_decode_shapes_only(problems):
     planned = [x.solution for x in plan(decode, "cuda:0") if x.solution.spec.is_cpp]
     srcs = [sol.sources[0].content for sol in planned]
     # bias, SiLU epilogue: the split kernel at 256, 128 and 512 threads first (its kernel rendered only there),
-    # then the retiring kernel and the streaming one over their threads x warps-a-column grid
+    # then gemv_cols over its threads x warps-a-column grid
     assert [sol.name.split("__gemm_cuda_cpp_")[1] for sol in planned[:4]] == [
         "kernelsplit_threads256", "kernelsplit_threads128", "kernelsplit_threads512", "kernelcols_threads128_ksplit4"]
     assert "launch_gemv_split<scalar_t, true, 3, 256>(" in srcs[0] and "gemv_split<" in srcs[0]
-    assert "launch_gemv<scalar_t, true, 3, 128, 4, false>" in srcs[3] and "gemv_split<" not in srcs[3]
-    assert "launch_gemv<scalar_t, true, 3, 128, 4, true>" in srcs[3 + 3]
+    assert "launch_gemv<scalar_t, true, 3, 128, 4>(" in srcs[3] and "gemv_split<" not in srcs[3]
+    assert len(srcs) == 6
     assert not any("128, 8," in s for s in srcs)  # eight warps a column need 256 threads
 
 
@@ -595,74 +595,34 @@ def test_a_bench_judging_a_large_workload_still_binds_templates_on_the_small_one
     assert any(n.startswith("template softmax") for n in groups(seeded))
 
 
+@pytest.mark.parametrize("act", ["silu", "gelu_tanh", "gelu_quick"])
+def test_triton_fast_activations_compute_the_same_function(act):
+    """The tanh.approx forms of the Triton element-wise template, with torch's tanh in the instruction's place,
+    match the activation they stand for (a wrong constant in sigmoid(x) = 0.5 + 0.5 tanh(x / 2) fails)."""
+    import torch.nn.functional as F
 
-# The streaming GEMV's work split, mirrored statement by statement from `gemv_stream` and its launcher in
-# templates/matmul.py (keep the two in step): which weight vectors each lane loads and when, which column each
-# step's arithmetic credits, and which warps' partial sums the column's store adds up.
-def _gemv_stream_emulated(N: int, K: int, threads: int, ksplit: int, E: int, sms_fit: int):
-    warps, cols = threads // 32, threads // 32 // ksplit
-    V = 2 if -(-K // ksplit) <= 2 * 32 * E else 4  # launch_stream_v
-    step = 32 * E * V
-    groups = -(-N // cols)
-    grid = min(groups, sms_fit)  # launch_stream
-    slice_ = -(-(-(-K // ksplit)) // (32 * E)) * (32 * E)
-    steps = -(-slice_ // step)
-    sums: dict[int, list[int]] = {}  # column -> every k credited to it (with multiplicity), via its store
-    stores: dict[int, int] = {}
-    for b in range(grid):
-        rounds = (groups - b + grid - 1) // grid
-        items = rounds * steps
-        partial: dict[tuple[int, int], list[int]] = {}  # (round, warp) -> the k's its lanes accumulated
-        for warp in range(warps):
-            ks, c = warp % ksplit, warp // ksplit
-            k_begin, k_end = ks * slice_, min(K, ks * slice_ + slice_)
-            for lane in range(32):
-                loaded, lr, ls = [], 0, 0
+    from agents.offline.templates.elementwise import ACTS, TRITON_FAST_ACTS
 
-                def load(n, k0):
-                    ks_ = [k0 + j * 32 * E + lane * E for j in range(V)]
-                    return [(n, k) if n < N and k < k_end else None for k in ks_]
-
-                if items > 0:
-                    loaded.append(load(b * cols + c, k_begin))
-                    ls += 1
-                    if ls == steps:
-                        ls, lr = 0, lr + 1
-                r = s = 0
-                for t in range(items):
-                    if t + 1 < items:
-                        loaded.append(load((lr * grid + b) * cols + c, k_begin + ls * step))
-                        ls += 1
-                        if ls == steps:
-                            ls, lr = 0, lr + 1
-                    n_here = (r * grid + b) * cols + c
-                    for j in range(V):
-                        k = k_begin + s * step + j * 32 * E + lane * E
-                        if k < k_end:
-                            got = loaded[t][j]
-                            assert got is None or got == (n_here, k), (got, n_here, k)
-                            if got is not None:
-                                partial.setdefault((r, warp), []).extend(range(k, k + E))
-                    s += 1
-                    if s == steps:
-                        s, r = 0, r + 1
-        for r in range(rounds):
-            for warp in range(0, warps, ksplit):  # ks == 0: it adds part[warp + j] for j < KSPLIT
-                n = (r * grid + b) * cols + warp // ksplit
-                if n < N:
-                    stores[n] = stores.get(n, 0) + 1
-                    for j in range(ksplit):
-                        sums.setdefault(n, []).extend(partial.get((r, warp + j), []))
-    return sums, stores
+    v = torch.linspace(-8, 8, 4001, dtype=torch.float64)
+    fast = eval(TRITON_FAST_ACTS[act], {"v": v, "_tanh_approx": torch.tanh, "tl": None})  # noqa: S307
+    want = eval(ACTS[act][0], {"v": v, "F": F, "torch": torch})  # noqa: S307
+    torch.testing.assert_close(fast, want, atol=1e-6, rtol=1e-6)
 
 
-@pytest.mark.parametrize(
-    "N,K,threads,ksplit,E,fit",
-    [(4096, 4096, 128, 4, 8, 1056), (1024, 8192, 128, 4, 8, 1056), (512, 3584, 256, 8, 8, 528),
-     (60, 2048, 128, 4, 8, 1056), (37, 1000, 256, 4, 8, 5), (300, 2056, 256, 2, 4, 7)],
-)  # fmt: skip
-def test_streaming_gemv_reads_each_weight_element_once_into_its_column(N, K, threads, ksplit, E, fit):
-    sums, stores = _gemv_stream_emulated(N, K, threads, ksplit, E, fit)
-    assert stores == {n: 1 for n in range(N)}
-    for n in range(N):
-        assert sorted(sums[n]) == list(range(K)), n
+def test_exact_gelu_has_no_fast_form():
+    from agents.offline.templates.elementwise import ACTS, TRITON_FAST_ACTS
+
+    assert TRITON_FAST_ACTS["gelu"] == ACTS["gelu"][1] and "erf" in ACTS["gelu"][1]
+
+
+def test_triton_elementwise_takes_the_fast_path_only_compiled_and_for_16_bit_outputs(problems):
+    from agents.offline.templates import elementwise
+
+    p = problems["swiglu_halves"]
+    b = next(b for b in elementwise.FAMILY.match(p, trace_ops(p)) if b.consts["act"] == "silu")
+    r = next(r for r in elementwise.FAMILY.renderers if r.language == "triton")
+    fast, exact = (r.render(p, b, {"block": 1024, "num_warps": 4, "fast": f}) for f in (True, False))
+    assert "tanh.approx.f32" in fast and "return v * (0.5 + 0.5 * _tanh_approx(0.5 * v))" in fast
+    out = next(iter(p.definition.outputs))
+    assert f"fast = True and {out}.element_size() == 2 and not _INTERPRETED" in fast
+    assert "fast = False and" in exact

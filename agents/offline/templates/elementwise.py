@@ -37,9 +37,9 @@ ACTS: dict[str, tuple[str, str, str]] = {
     "gelu_quick": ("v * torch.sigmoid(1.702 * v)", "v * tl.sigmoid(1.702 * v)", "v / (1.f + __expf(-1.702f * v))"),
 }  # fmt: skip
 # Triton for 16-bit outputs with ``fast``: the same forms through tanh.approx.f32 (inline PTX). Session 12's
-# ladder (bench/memory_floor.py --ladder, 1.18M bf16 elements): copy 2.42 us, gelu_tanh through sigmoid
-# 2.66, through tanh.approx 2.46. The compiled tanh.approx path never runs in Triton's CPU interpreter,
-# which has no inline assembly: there the kernel takes the accurate forms.
+# ladder (bench/memory_floor.py --ladder, 1.18M bf16 elements, 32-bit offsets): copy 2.42 us, gelu_tanh
+# through sigmoid 2.66, through tanh.approx 2.46; judged in this template the two tied (2.7 us; gelu_quick
+# 2.5 vs 2.6). Triton's CPU interpreter has no inline assembly: there the kernel takes the accurate forms.
 TRITON_FAST_ACTS: dict[str, str] = {
     "silu": "v * (0.5 + 0.5 * _tanh_approx(0.5 * v))",
     "gelu": ACTS["gelu"][1],

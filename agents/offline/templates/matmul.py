@@ -4,9 +4,11 @@ Reference shape (GEMM): ops {mm|addmm|matmul, t/permute, casts, add, relu|gelu|s
 b [N, K] (linear weight) or [K, N], optional bias [N]; output [..., N].
 Kernel: tiled tl.dot (WGMMA on Hopper) with fp32 accumulators, grouped program order for L2 reuse, the
 epilogue applied before the one store. Launcher: grid = cdiv(M, BM) * cdiv(N, BN).
-CUDA C++ (decode shapes only, every workload with M <= SMALL_M and an [N, K] weight): one warp per output
-column streams its weight row with 16-byte loads and keeps M fp32 accumulators; a GEMV is bound by the
-weight's bytes, which 128-row tensor-core tiles waste on an M of 1.
+CUDA C++ (decode shapes only, every workload with M <= SMALL_M and an [N, K] weight): a CTA per output
+column (or per slice of a long one) loads its whole share of the weight row at once in 16-byte vectors and
+keeps up to 8 rows of fp32 sums (gemv_split); gemv_cols, several warps a column looping over K, is the other
+kernel and the fallback for unaligned rows. A GEMV is bound by the weight's bytes, which 128-row tensor-core
+tiles waste on an M of 1.
 Notes at the bottom.
 """
 
@@ -362,139 +364,7 @@ template <typename T> __device__ __forceinline__ float vec_elem(const uint4& v, 
   if (sizeof(T) == 4) return __uint_as_float(u);
   return half_bits_f<T>((e % PER_WORD) ? u >> 16 : u & 0xffffu);  // element 0 in the low half
 }
-// One step of a lane's weight loads: V vectors of column n from k0 on, zeros past the slice or the last column.
-template <typename T, int V, int STEP>
-__device__ __forceinline__ void gemv_load(uint4 (&buf)[V], const T* w, long long n, int N, int K, int k0, int k_end,
-                                          int lane) {
-  constexpr int E = 16 / (int)sizeof(T);
-  const T* wr = w + n * K;
-  #pragma unroll
-  for (int j = 0; j < V; ++j) {
-    const int k = k0 + j * 32 * E + lane * E;
-    buf[j] = (n < N && k < k_end) ? ld_nc_v4(wr + k) : make_uint4(0u, 0u, 0u, 0u);
-  }
-}
-// The streaming kernel (16-byte path): persistent CTAs, no more than fit on the device at once, walk the
-// columns in rounds (CTA b's round r holds columns ((r * gridDim.x + b) * COLS + c) for c < COLS); KSPLIT warps
-// per column each stream one K slice, V vectors per lane per step. Every lane issues the next step's loads
-// (at a column's end, the next column's) before it accumulates the current step, so its loads stay in flight
-// through the warp sum and the CTA barrier. gemv_cols instead retires a CTA per column group, whose loads drain
-// before its successor issues any. Measured in session 11 (same call): 11.9 vs 12.5 us on a 32 MB weight, but
-// slower on the 16 MB and 3.7 MB ones; under the judge's dirty L2 flush both sit near the DRAM limit.
-template <typename T, int THREADS, int MAXM, bool HAS_BIAS, int ACT, int KSPLIT, int V>
-__global__ void __launch_bounds__(THREADS) gemv_stream(const T* __restrict__ a, const T* __restrict__ w,
-                                                       const T* __restrict__ bias, T* __restrict__ y, int M,
-                                                       int N, int K) {
-  constexpr int E = 16 / (int)sizeof(T), WARPS = THREADS / 32, COLS = WARPS / KSPLIT, STEP = 32 * E * V;
-  static_assert(COLS * KSPLIT == WARPS, "KSPLIT divides the warps of a block");
-  __shared__ float part[2][WARPS][MAXM];  // two copies: round r writes [r & 1] while [(r - 1) & 1] may be read
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int ks = warp % KSPLIT, c = warp / KSPLIT;
-  const int slice = ((K + KSPLIT - 1) / KSPLIT + 32 * E - 1) / (32 * E) * (32 * E);
-  const int k_begin = ks * slice, k_end = min(K, k_begin + slice);
-  const int steps = (slice + STEP - 1) / STEP;  // the same for every warp: barriers stay matched
-  const int groups = (N + COLS - 1) / COLS;
-  const int rounds = (groups - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;  // the host keeps grid <= groups
-  const int items = rounds * steps;
-  int round_total = 0;  // rounds over every pass of m0: picks the copy of `part`
-  for (int m0 = 0; m0 < M; m0 += MAXM) {
-    const int mc = min(MAXM, M - m0);
-    float acc[MAXM];
-    #pragma unroll
-    for (int i = 0; i < MAXM; ++i) acc[i] = 0.f;
-    uint4 cur[V], nxt[V];
-    // item t = (round r, step s); `lr`/`ls` lead the arithmetic's `r`/`s` by one item
-    int lr = 0, ls = 0;
-    if (items > 0) {
-      gemv_load<T, V, STEP>(cur, w, (long long)((int)blockIdx.x * COLS + c), N, K, k_begin, k_end, lane);
-      if (++ls == steps) { ls = 0; ++lr; }
-    }
-    int r = 0, s = 0;
-    #pragma unroll 1
-    for (int t = 0; t < items; ++t) {
-      if (t + 1 < items) {
-        const long long n_next = (long long)(lr * (int)gridDim.x + (int)blockIdx.x) * COLS + c;
-        gemv_load<T, V, STEP>(nxt, w, n_next, N, K, k_begin + ls * STEP, k_end, lane);
-        if (++ls == steps) { ls = 0; ++lr; }
-      }
-      #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const int k = k_begin + s * STEP + j * 32 * E + lane * E;
-        if (k < k_end) {
-          #pragma unroll
-          for (int i = 0; i < MAXM; ++i) {
-            if (i < mc) {
-              const uint4 av = *reinterpret_cast<const uint4*>(a + (long long)(m0 + i) * K + k);
-              #pragma unroll
-              for (int e = 0; e < E; ++e) acc[i] += vec_elem<T>(av, e) * vec_elem<T>(cur[j], e);
-            }
-          }
-        }
-      }
-      if (++s == steps) {  // the column's last step: reduce, store, start the next column
-        const int n = (r * (int)gridDim.x + (int)blockIdx.x) * COLS + c;
-        const int copy = round_total & 1;
-        #pragma unroll
-        for (int i = 0; i < MAXM; ++i) acc[i] = warp_sum(acc[i]);
-        if (KSPLIT > 1) {
-          if (lane == 0) {
-            #pragma unroll
-            for (int i = 0; i < MAXM; ++i) part[copy][warp][i] = acc[i];
-          }
-          __syncthreads();
-          if (ks == 0 && lane == 0) {
-            #pragma unroll
-            for (int i = 0; i < MAXM; ++i) {
-              float sum = 0.f;
-              #pragma unroll
-              for (int j = 0; j < KSPLIT; ++j) sum += part[copy][warp + j][i];
-              acc[i] = sum;
-            }
-          }
-        }
-        if (n < N && ks == 0 && lane == 0) {
-          const float b = HAS_BIAS ? to_f<T>(bias[n]) : 0.f;
-          #pragma unroll
-          for (int i = 0; i < MAXM; ++i)
-            if (i < mc) y[(long long)(m0 + i) * N + n] = from_f<T>(act_f<ACT>(acc[i] + b));
-        }
-        #pragma unroll
-        for (int i = 0; i < MAXM; ++i) acc[i] = 0.f;
-        s = 0;
-        ++r;
-        ++round_total;
-      }
-      #pragma unroll
-      for (int j = 0; j < V; ++j) cur[j] = nxt[j];
-    }
-  }
-}
-// Resident CTAs per SM of one instantiation, read once (the persistent grid's size).
-template <typename T, int THREADS, int MAXM, bool HAS_BIAS, int ACT, int KSPLIT, int V> static int gemv_stream_ctas() {
-  static int cached = 0;
-  if (cached > 0) return cached;
-  int n = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &n, gemv_stream<T, THREADS, MAXM, HAS_BIAS, ACT, KSPLIT, V>, THREADS, 0));
-  cached = n > 0 ? n : 1;
-  return cached;
-}
-template <typename T, int THREADS, int MAXM, bool HAS_BIAS, int ACT, int KSPLIT, int V>
-static void launch_stream(const T* a, const T* w, const T* bias, T* y, int M, int N, int K, cudaStream_t s) {
-  const long long groups = (N + THREADS / 32 / KSPLIT - 1) / (THREADS / 32 / KSPLIT);
-  const long long fit = (long long)sm_count() * gemv_stream_ctas<T, THREADS, MAXM, HAS_BIAS, ACT, KSPLIT, V>();
-  const unsigned blocks = (unsigned)std::min(groups, fit);
-  gemv_stream<T, THREADS, MAXM, HAS_BIAS, ACT, KSPLIT, V><<<blocks, THREADS, 0, s>>>(a, w, bias, y, M, N, K);
-}
-// V: vectors per lane per step, 4 unless a warp's whole K slice fits in 2 (then 2: fewer idle load slots).
-template <typename T, int THREADS, int MAXM, bool HAS_BIAS, int ACT, int KSPLIT>
-static void launch_stream_v(const T* a, const T* w, const T* bias, T* y, int M, int N, int K, cudaStream_t s) {
-  constexpr int E = 16 / (int)sizeof(T);
-  const int slice = (K + KSPLIT - 1) / KSPLIT;
-  if (slice <= 2 * 32 * E) launch_stream<T, THREADS, MAXM, HAS_BIAS, ACT, KSPLIT, 2>(a, w, bias, y, M, N, K, s);
-  else launch_stream<T, THREADS, MAXM, HAS_BIAS, ACT, KSPLIT, 4>(a, w, bias, y, M, N, K, s);
-}
-template <typename T, bool HAS_BIAS, int ACT, int THREADS, int KSPLIT, bool STREAM>
+template <typename T, bool HAS_BIAS, int ACT, int THREADS, int KSPLIT>
 void launch_gemv(const T* a, const T* w, const T* bias, T* y, int M, int N, int K, cudaStream_t s) {
   static_assert(KSPLIT >= 1 && KSPLIT <= THREADS / 32 && (THREADS / 32) % KSPLIT == 0,
                 "KSPLIT divides the warps of a block");
@@ -502,12 +372,6 @@ void launch_gemv(const T* a, const T* w, const T* bias, T* y, int M, int N, int 
   const unsigned blocks = (N + cols - 1) / cols;
   const bool vec = K % (16 / (int)sizeof(T)) == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  if (STREAM && vec) {
-    if (M == 1) launch_stream_v<T, THREADS, 1, HAS_BIAS, ACT, KSPLIT>(a, w, bias, y, M, N, K, s);
-    else if (M <= 4) launch_stream_v<T, THREADS, 4, HAS_BIAS, ACT, KSPLIT>(a, w, bias, y, M, N, K, s);
-    else launch_stream_v<T, THREADS, 8, HAS_BIAS, ACT, KSPLIT>(a, w, bias, y, M, N, K, s);
-    return;
-  }
 #define SOLFORGE_GEMV(MAXM, V) \
   gemv_cols<T, MAXM, V, HAS_BIAS, ACT, KSPLIT><<<blocks, THREADS, 0, s>>>(a, w, bias, y, M, N, K)
   if (vec) {
@@ -665,7 +529,7 @@ void launch_gemv_split(const at::Tensor& like, const T* a, const T* w, const T* 
                        cudaStream_t s) {
   constexpr int E = 16 / (int)sizeof(T);
   const bool vec = K % E == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  if (!vec) return launch_gemv<T, HAS_BIAS, ACT, THREADS, THREADS / 32, false>(a, w, bias, y, M, N, K, s);
+  if (!vec) return launch_gemv<T, HAS_BIAS, ACT, THREADS, THREADS / 32>(a, w, bias, y, M, N, K, s);
   const int per_lane = (K / E + THREADS - 1) / THREADS;  // vectors a lane for one CTA a column
   if (per_lane <= 1) launch_split_vpl<T, THREADS, 1, HAS_BIAS, ACT>(like, a, w, bias, y, M, N, K, s);
   else if (per_lane <= 2) launch_split_vpl<T, THREADS, 2, HAS_BIAS, ACT>(like, a, w, bias, y, M, N, K, s);
@@ -690,8 +554,7 @@ def render_gemm_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict
         launch = f"launch_gemv_split<scalar_t, {epilogue}, {p['threads']}>({a}, {ptrs});"
     else:
         kernels = _CUDA_GEMV
-        stream = "true" if p["kernel"] == "stream" else "false"
-        launch = f"launch_gemv<scalar_t, {epilogue}, {p['threads']}, {p['ksplit']}, {stream}>({ptrs});"
+        launch = f"launch_gemv<scalar_t, {epilogue}, {p['threads']}, {p['ksplit']}>({ptrs});"
     body = f"""  const long long K = {a}.size(-1), N = {y}.size(-1);
   const long long M = K == 0 ? 0 : {a}.numel() / K;
   if (M == 0 || N == 0) return;
@@ -720,16 +583,14 @@ GEMM = Family(
             {"bm": (128, 64), "bn": (128, 256), "bk": (64,), "num_warps": (8,), "stages": (3, 4)},
             render_gemm_triton,
         ),  # fmt: skip
-        # Session 11 (one H200, same call): the streaming kernel beat the retiring one only on k4096 (12.0 vs
-        # 13.3 us at 256 threads, 8 warps a column), tied on k8192 (8.3 vs 8.4) and lost on linear_bias (4.0
-        # vs 3.7). So the retiring kernel at 128 threads, 4 warps a column (session 10's best: 7.7 us on
-        # k8192) leads, each shape with both kernels next to it. An L2 evict-first weight stream measured no
-        # gain (session 10) and is not in the grid.
-        # Session 12 (one H200, same call): the split kernel with a whole column a CTA at 256 threads led on
-        # k4096 (11.2 us; gemv_cols 12.1 in session 11) and k8192 (7.4; 7.8); smaller slices lost.
+        # Session 12 (one H200, same call): the split kernel with a whole column a CTA led on all three
+        # bundled linears: k4096 11.1 us at 256 threads (gemv_cols 12.4), k8192 7.4 (7.9), linear_bias 3.3 at
+        # 512 threads (3.8). gemv_cols stays in the grid behind it. Dropped after measurement: a
+        # streaming kernel of persistent CTAs (session 11: ahead only on k4096, by 4%) and an L2 evict-first
+        # weight stream (session 10: no gain).
         Renderer("cuda_cpp", True,
                  ({"kernel": ("split",), "threads": (256, 128, 512)},
-                  {"kernel": ("cols", "stream"), "threads": (128, 256), "ksplit": (4, 8)}),
+                  {"kernel": ("cols",), "threads": (128, 256), "ksplit": (4, 8)}),
                  render_gemm_cuda, file=CUDA_FILE, accepts=_decode_shaped,
                  keep=lambda p: p["kernel"] == "split" or p["ksplit"] * 32 <= p["threads"]),
     ),
