@@ -46,6 +46,18 @@ class Floor:
     all_ms: tuple[tuple[str, float], ...]  # every configuration tried, fastest first
 
 
+def _timed(fn, device: torch.device, timer: str, iterations: int) -> float:
+    """Median ms of ``fn`` timed as T_b is: L2 flushed before each call, the given timer."""
+    return time_callable(fn, device, warmup=5, iterations=iterations, flush_l2=True, timer=timer).median_ms
+
+
+def _best_of(results: dict[str, float], label: str) -> tuple[str, float]:
+    """The fastest (config, ms) of ``results``, printed as it is found."""
+    config, best = min(results.items(), key=lambda kv: kv[1])
+    print(f"{label}: {best * 1e3:.2f} us ({config})", flush=True)
+    return config, best
+
+
 def _kernels():
     import triton
     import triton.language as tl
@@ -142,15 +154,13 @@ def row_steps(device: torch.device, timer: str, iterations: int, hidden: int) ->
     y = torch.empty_like(x)
     out = []
     for mode, step in enumerate(ROW_STEPS):
-        results = {}
-        for warps in (4, 8, 16):
-            results[f"warps{warps}"] = time_callable(
-                lambda w_=warps: one_row[(1,)](x, w, y, hidden, BLOCK=triton.next_power_of_2(hidden), MODE=mode,
-                                               num_warps=w_),
-                device, warmup=5, iterations=iterations, flush_l2=True, timer=timer).median_ms  # fmt: skip
-        config, best = min(results.items(), key=lambda kv: kv[1])
+        results = {
+            f"warps{warps}": _timed(lambda w_=warps: one_row[(1,)](x, w, y, hidden, BLOCK=triton.next_power_of_2(hidden),
+                                                                   MODE=mode, num_warps=w_), device, timer, iterations)
+            for warps in (4, 8, 16)
+        }  # fmt: skip
+        config, best = _best_of(results, f"row {hidden} {step}")
         out.append((step, best, config))
-        print(f"row {hidden} {step}: {best * 1e3:.2f} us ({config})", flush=True)
     return out
 
 
@@ -166,22 +176,21 @@ def ladder(device: torch.device, timer: str, iterations: int, numel: int, int64:
         for block in (1024, 2048, 4096):
             for warps in (2, 4, 8):
                 grid = (triton.cdiv(numel, block),)
-                results[f"block{block} warps{warps}"] = time_callable(
+                results[f"block{block} warps{warps}"] = _timed(
                     lambda g=grid, b=block, w=warps: pointwise[g](x, y, numel, BLOCK=b, MODE=mode, INT64=int64,
-                                                                    num_warps=w),
-                    device, warmup=5, iterations=iterations, flush_l2=True, timer=timer).median_ms  # fmt: skip
-        config, best = min(results.items(), key=lambda kv: kv[1])
+                                                                    num_warps=w), device, timer, iterations)  # fmt: skip
+        config, best = _best_of(results, f"ladder {step}{' int64' if int64 else ''}")
         out.append((step, best, config))
-        print(f"ladder {step}{' int64' if int64 else ''}: {best * 1e3:.2f} us ({config})", flush=True)
     return out
 
 
-def measure(device: torch.device, timer: str, iterations: int, sizes: dict[str, tuple[int, int]]) -> tuple[float, list[Floor]]:
+def measure(device: torch.device, timer: str, iterations: int, sizes: dict[str, tuple[int, int]]
+            ) -> tuple[float, list[Floor]]:  # fmt: skip
     triton, read_sum, copy, empty = _kernels()
     sink = torch.zeros(1 << 20, dtype=torch.int32, device=device)
 
     def timed(fn) -> float:
-        return time_callable(fn, device, warmup=5, iterations=iterations, flush_l2=True, timer=timer).median_ms
+        return _timed(fn, device, timer, iterations)
 
     empty_ms = timed(lambda: empty[(1,)](sink))
     floors = []
@@ -206,10 +215,8 @@ def measure(device: torch.device, timer: str, iterations: int, sizes: dict[str, 
                     grid = (triton.cdiv(y.numel(), block),)
                     results[f"copy block{block} warps{warps}"] = timed(
                         lambda g=grid, b=block, w=warps: copy[g](x, y, y.numel(), BLOCK=b, num_warps=w))
-        config, best = min(results.items(), key=lambda kv: kv[1])
-        ranked = tuple(sorted(results.items(), key=lambda kv: kv[1]))
-        floors.append(Floor(name, read, written, best, config, ranked))
-        print(f"{name}: {best * 1e3:.2f} us ({config})", flush=True)
+        config, best = _best_of(results, name)
+        floors.append(Floor(name, read, written, best, config, tuple(sorted(results.items(), key=lambda kv: kv[1]))))
     return empty_ms, floors
 
 

@@ -36,7 +36,8 @@ import torch
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, py_signature, triton_launcher
+from .base import (CUDA_ARRIVAL_COUNTERS, CUDA_FILE, Binding, Family, Renderer, cuda_module, py_signature,
+                   triton_launcher)
 from .probe import Probe
 
 # axes of (b, h, s, d) in q/out and in k/v for each layout; None: absent (length 1)
@@ -400,9 +401,6 @@ CUDA_DECODE_TILE = 16  # keys per warp step (the m16 of S^T = K Q^T)
 CUDA_DECODE_MAX_SPLITS = 64
 
 _CUDA_DECODE = r"""
-#include <array>
-#include <mutex>
-
 // Flash-decoding, one query token per sequence. CTA = (batch, kv head, split of the KV length); its warps take
 // 16-key tiles round-robin and run every query head of the group at once on tensor cores (mma.m16n8k16, bf16 or
 // fp16 in, fp32 accumulate), transposed so that the group is the n = 8 side:
@@ -676,22 +674,6 @@ static bool attn_aligned(const at::Tensor& t, int64_t elems, int64_t d0, int64_t
          t.stride(d1) % elems == 0 && t.stride(d2) % elems == 0;
 }
 
-// Arrival counters of the in-launch merge, one per (batch, kv head) and device: zeroed when allocated (or grown),
-// and every launch leaves them zero again, so no memset runs per call. A workspace, not a cache: nothing of
-// one call's data survives into the next. Held for the life of the process (never freed at exit, when the
-// CUDA context may already be gone). Calls running at once on two streams of one device would share them:
-// the template assumes one stream at a time per device, as the judge calls it.
-static unsigned* decode_attn_arrivals(const at::Tensor& like, long long pairs) {
-  static std::mutex mu;
-  static auto* per_device = new std::array<at::Tensor, 64>();
-  const int dev = like.get_device();
-  TORCH_CHECK(dev >= 0 && dev < 64, "decode attention: device index ", dev, " not handled");
-  std::lock_guard<std::mutex> hold(mu);
-  at::Tensor& t = (*per_device)[dev];
-  if (!t.defined() || t.numel() < pairs) t = like.new_zeros({pairs}, like.options().dtype(at::kInt));
-  return reinterpret_cast<unsigned*>(t.data_ptr());
-}
-
 // The split kernel's resident CTAs per SM, read once per instantiation (the SM count: sm_count()).
 template <typename T, int D, int THREADS> static int decode_attn_ctas_per_sm() {
   static int cached = 0;
@@ -731,7 +713,7 @@ static void decode_attention(const at::Tensor& q, const T* qp, const T* kp, cons
   at::Tensor ws = q.new_empty({parts * (D + 2)}, q.options().dtype(at::kFloat));
   float* wo = reinterpret_cast<float*>(ws.data_ptr());
   float2* wml = reinterpret_cast<float2*>(wo + parts * D);
-  unsigned* arrivals = decode_attn_arrivals(q, pairs);
+  unsigned* arrivals = arrival_counters(q, pairs, "decode attention");  // one per (batch, kv head)
   decode_attn_split<T, D, THREADS><<<(unsigned)(pairs * splits), THREADS, 0, stream>>>(qp, kp, vp, op, wo, wml,
                                                                                        arrivals, a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -798,7 +780,7 @@ def render_attention_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) ->
   decode_attention<scalar_t, {d}, {threads}, {waves}>({q}, reinterpret_cast<const scalar_t*>({q}.data_ptr()),
       reinterpret_cast<const scalar_t*>({k}.data_ptr()), reinterpret_cast<const scalar_t*>({v}.data_ptr()),
       reinterpret_cast<scalar_t*>({o}.data_ptr()), B, a, c10::cuda::getCurrentCUDAStream());"""
-    return cuda_module(problem, _CUDA_DECODE, body)
+    return cuda_module(problem, CUDA_ARRIVAL_COUNTERS + _CUDA_DECODE, body)
 
 
 def triton_accepts(b: Binding) -> bool:

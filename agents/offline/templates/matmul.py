@@ -19,7 +19,8 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, py_signature, triton_launcher
+from .base import (CUDA_ARRIVAL_COUNTERS, CUDA_FILE, Binding, Family, Renderer, cuda_module, py_signature,
+                   triton_launcher)
 
 _GEMM_OPS = {"mm", "addmm", "matmul", "t", "permute", "transpose", "_to_copy", "add", "relu", "gelu", "silu",
              "view", "_unsafe_view", "expand", "clone", "reshape", "linear", "contiguous"}  # fmt: skip
@@ -479,22 +480,6 @@ __global__ void __launch_bounds__(THREADS) gemv_split(const T* __restrict__ a, c
 """
 
 _CUDA_GEMV_SPLIT_HOST = r"""
-#include <array>
-#include <mutex>
-// Arrival counters of split GEMV, one per (block of rows, column) and device: zeroed when allocated (or
-// grown), and every launch leaves them zero, so no memset runs per call. A workspace, not a cache: nothing
-// of one call's data survives into the next. Held for the life of the process. Calls running at once on two
-// streams of one device would share them: the template assumes one stream at a time per device.
-static unsigned* gemv_split_arrivals(const at::Tensor& like, long long count) {
-  static std::mutex mu;
-  static auto* per_device = new std::array<at::Tensor, 64>();
-  const int dev = like.get_device();
-  TORCH_CHECK(dev >= 0 && dev < 64, "split GEMV: device index ", dev, " not handled");
-  std::lock_guard<std::mutex> hold(mu);
-  at::Tensor& t = (*per_device)[dev];
-  if (!t.defined() || t.numel() < count) t = like.new_zeros({count}, like.options().dtype(at::kInt));
-  return reinterpret_cast<unsigned*>(t.data_ptr());
-}
 template <typename T, int THREADS, int MAXM, int VPL, bool HAS_BIAS, int ACT>
 static void launch_split_rows(const at::Tensor& like, const T* a, const T* w, const T* bias, T* y, int M, int N,
                               int K, cudaStream_t s) {
@@ -508,7 +493,7 @@ static void launch_split_rows(const at::Tensor& like, const T* a, const T* w, co
   if (slices > 1) {
     part = like.new_empty({slices * M * N}, like.options().dtype(at::kFloat));
     ws = reinterpret_cast<float*>(part.data_ptr());
-    arrivals = gemv_split_arrivals(like, blocks * N);
+    arrivals = arrival_counters(like, blocks * N, "split GEMV");  // one per (block of rows, column)
   }
   gemv_split<T, THREADS, MAXM, VPL, HAS_BIAS, ACT><<<dim3((unsigned)(N * slices), (unsigned)blocks), THREADS, 0, s>>>(
       a, w, bias, y, ws, arrivals, M, N, K, (int)slices);
@@ -550,7 +535,8 @@ def render_gemm_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict
             f"        {bias_ptr}, reinterpret_cast<scalar_t*>({y}.data_ptr()), (int)M, (int)N, (int)K, stream")
     epilogue = f"{has_bias}, {_ACT_CODE[b.consts['act']]}"
     if p["kernel"] == "split":
-        kernels = _CUDA_GEMV + _CUDA_CTA_SUM + _CUDA_GEMV_SPLIT_KERNEL + _CUDA_GEMV_SPLIT_HOST
+        kernels = _CUDA_GEMV + _CUDA_CTA_SUM + _CUDA_GEMV_SPLIT_KERNEL + CUDA_ARRIVAL_COUNTERS
+        kernels += _CUDA_GEMV_SPLIT_HOST
         launch = f"launch_gemv_split<scalar_t, {epilogue}, {p['threads']}>({a}, {ptrs});"
     else:
         kernels = _CUDA_GEMV
