@@ -18,6 +18,9 @@
 #   GELUs over Triton's grid only (the first call of C was lost with the machine, and 623 s of device time
 #   were left). Predictions: k8192 ~7.4 us, k4096 ~11.2, linear_bias ~4.4 (its best of the split kernel and
 #   gemv_cols); gelu_tanh ~2.45 us and gelu_quick ~2.35 with `fast`, each within 0.05 us of the ladder.
+# After C (at 8069ec7): k4096 11.1-11.3 us, k8192 7.4, linear_bias 3.3 at 512 threads (better than predicted);
+# `fast` tied on gelu_tanh (2.7 us both) and gained 0.1 us on gelu_quick (2.5). Records and the table:
+# docs/bench/*session12*; BENCHMARKS.md, session 12.
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 R=/tmp/wave14; mkdir -p "$R"
