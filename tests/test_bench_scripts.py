@@ -199,3 +199,60 @@ def test_launch_profile_tables_show_activities_and_leave_untimed_l2_cells_empty(
     assert "dirty flush" not in lp.table([untimed])
     kernels = lp.kernel_table([timed, untimed])
     assert "| p | a | `k_main` | 1.50 |" in kernels and "| p | a | `k_sum` | 0.50 |" in kernels and "| p | b |" not in kernels
+
+
+def test_memory_floor_refuses_the_cpu_and_renders_rates_and_every_configuration():
+    """bench/memory_floor.py is a GPU measurement: on the CPU it says so before any work. Its table (formatting
+    runs anywhere) gives GB/s over bytes read plus written, and --all lists every configuration, fastest first."""
+    res = _run("bench/memory_floor.py", "--device", "cpu")
+    assert res.returncode != 0 and "GPU measurement" in res.stderr
+    sys.path.insert(0, str(REPO / "bench"))
+    import memory_floor as mf
+
+    f = mf.Floor("copy 1 MB", 1_000_000, 1_000_000, 0.002, "copy block1024 warps4",
+                 (("copy block1024 warps4", 0.002), ("copy block512 warps2", 0.003)))  # fmt: skip
+    text = mf.render("H200", "cupti", 0.0006, [f], verbose=True)
+    assert "Empty kernel (one store): 0.60 µs." in text
+    assert "| copy 1 MB | 1.00 | 1.00 | 2.00 | 1000 | copy block1024 warps4 |" in text
+    assert "copy 1 MB: copy block1024 warps4 2.00, copy block512 warps2 3.00" in text
+    assert "copy block512" not in mf.render("H200", "cupti", 0.0006, [f])
+
+
+_FLOOR_KERNELS = r"""
+import json, sys, torch
+sys.path.insert(0, sys.argv[1] + "/bench"); sys.path.insert(0, sys.argv[1])
+import memory_floor as mf
+ok = {}
+triton, one_row = mf._row_kernel()
+for h in (3072, 200):
+    x, w = torch.randn(h, dtype=torch.bfloat16), torch.randn(h, dtype=torch.bfloat16)
+    xf = x.float()
+    wants = [xf, xf * w.float(), xf * torch.rsqrt(xf.square().mean() + 1e-6) * w.float()]
+    for mode, step in enumerate(mf.ROW_STEPS):
+        y = torch.full_like(x, float("nan"))
+        one_row[(1,)](x, w, y, h, BLOCK=triton.next_power_of_2(h), MODE=mode, num_warps=4)
+        ok[f"row{h}/{step}"] = torch.allclose(y.float(), wants[mode].bfloat16().float(), atol=2e-2, rtol=2e-2)
+triton, pointwise = mf._ladder_kernel()
+n = 5000
+x = torch.randn(n, dtype=torch.bfloat16)
+gelu = torch.nn.functional.gelu(x.float(), approximate="tanh")
+for mode, step in enumerate(mf.LADDER[:3]):  # the tanh.approx step is inline PTX: compiled only
+    for int64 in (False, True):
+        y = torch.full_like(x, float("nan"))
+        pointwise[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024, MODE=mode, INT64=int64, num_warps=4)
+        want = [x.float(), x.float() * 1.0009765625, gelu][mode].bfloat16().float()
+        ok[f"{step}/{int64}"] = torch.allclose(y.float(), want, atol=2e-2, rtol=2e-2)
+print("RESULT", json.dumps(ok))
+"""
+
+
+@pytest.mark.slow
+def test_memory_floor_kernels_compute_what_they_claim_in_the_interpreter():
+    """The one-row steps (copy, x*w, RMSNorm) and the ladder's steps, with 32- and 64-bit offsets, write what
+    they are named for: a floor measured on a kernel that does less than its name says would be too low."""
+    pytest.importorskip("triton")
+    sys.path.insert(0, str(REPO / "tests"))
+    from triton_interp import run_interpreted
+
+    result = run_interpreted(_FLOOR_KERNELS, [], timeout_s=240)
+    assert result and all(result.values()), result
