@@ -7,8 +7,12 @@ grid of block sizes and warps, each timed by ``sol_bench.timing.time_callable`` 
 ``--timer cupti``), the best of the grid kept. An empty kernel gives the window's fixed cost.
 
     python bench/memory_floor.py --device cuda --timer cupti -o docs/bench/h200_memory_floor.md
+    python bench/memory_floor.py --device cuda --only none --rows 3072 7168 --ladder 1179648
 
-Sizes are the offline table's memory-bound rows (``--sizes`` overrides): bytes read, bytes written.
+The rows (``ROWS``: bytes read, bytes written) are the offline table's memory-bound problems; ``--only``
+keeps those whose names contain one of its words (``--only none``: none of them). ``--all`` lists every
+configuration's time. ``--ladder N`` adds the element-wise ladder (``LADDER``) on N bf16 elements with 32- and
+64-bit offsets; ``--rows H ...`` adds the one-row steps (``ROW_STEPS``) on rows of H bf16 elements.
 """
 
 from __future__ import annotations
