@@ -136,7 +136,7 @@ def _row_kernel():
 
     @triton.jit
     def one_row(x_ptr, w_ptr, y_ptr, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
-        cols = tl.arange(0, BLOCK)
+        cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         m = cols < n
         x = tl.load(x_ptr + cols, mask=m, other=0.0)
         if MODE == 0:
@@ -145,26 +145,37 @@ def _row_kernel():
             w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
             v = x.to(tl.float32)
             if MODE == 2:
-                v = v * tl.rsqrt(tl.sum(v * v, axis=0) / n + 1e-6)
+                cnt = tl.minimum(n - tl.program_id(0) * BLOCK, BLOCK).to(tl.float32)  # this program's columns
+                v = v * tl.rsqrt(tl.sum(v * v, axis=0) / cnt + 1e-6)
             tl.store(y_ptr + cols, (v * w).to(y_ptr.dtype.element_ty), mask=m)
 
     return triton, one_row
 
 
+ROW_SPLITS = (1, 2, 4, 8, 16)
+
+
 def row_steps(device: torch.device, timer: str, iterations: int, hidden: int) -> list[tuple[str, float, str]]:
-    """(step, best ms, config) for each of ROW_STEPS on one bf16 row of ``hidden`` elements."""
+    """(step, best ms, config) for each of ROW_STEPS on one bf16 row of ``hidden`` elements, the row in one
+    program and split over 2..16 programs (``ROW_SPLITS``). Split, the RMSNorm step normalizes each slice by its
+    own sum of squares (``rmsnorm_slice``): the time a kernel that spreads one row over several SMs would take
+    without the exchange of partial sums, so a lower bound for one that exchanges them (a cluster)."""
     triton, one_row = _row_kernel()
     x, w = (torch.randn(hidden, dtype=torch.bfloat16, device=device) for _ in range(2))
     y = torch.empty_like(x)
     out = []
-    for mode, step in enumerate(ROW_STEPS):
-        results = {
-            f"warps{warps}": _timed(lambda w_=warps: one_row[(1,)](x, w, y, hidden, BLOCK=triton.next_power_of_2(hidden),
-                                                                   MODE=mode, num_warps=w_), device, timer, iterations)
-            for warps in (4, 8, 16)
-        }  # fmt: skip
-        config, best = _best_of(results, f"row {hidden} {step}")
-        out.append((step, best, config))
+    for split in ROW_SPLITS:
+        block = triton.next_power_of_2(triton.cdiv(hidden, split))
+        for mode, step in enumerate(ROW_STEPS):
+            results = {
+                f"warps{warps}": _timed(lambda w_=warps: one_row[(triton.cdiv(hidden, block),)](
+                    x, w, y, hidden, BLOCK=block, MODE=mode, num_warps=w_), device, timer, iterations)
+                for warps in (1, 2, 4, 8, 16) if block >= 32 * warps
+            }  # fmt: skip
+            name = step if split == 1 or step != "rmsnorm" else "rmsnorm_slice"
+            config, best = _best_of(results, f"row {hidden} {name} split{split}")
+            print("    " + ", ".join(f"{c} {ms * 1e3:.2f}" for c, ms in results.items()), flush=True)
+            out.append((f"{name} split{split}", best, config))
     return out
 
 
@@ -264,7 +275,7 @@ def main() -> int:
     text = render(torch.cuda.get_device_name(device), a.timer, empty_ms, floors, a.all)
     for hidden in a.rows or ():
         steps = row_steps(device, a.timer, a.iterations, hidden)
-        text += f"\nOne row of {hidden} bf16 in one program:\n\n| step | best µs | config |\n|---|---:|---|\n"
+        text += f"\nOne row of {hidden} bf16, in one program or split over several:\n\n| step | best µs | config |\n|---|---:|---|\n"
         text += "".join(f"| {s} | {ms * 1e3:.2f} | {c} |\n" for s, ms, c in steps)
     for int64 in (False, True) if a.ladder else ():
         steps = ladder(device, a.timer, a.iterations, a.ladder, int64)

@@ -232,6 +232,14 @@ for h in (3072, 200):
         y = torch.full_like(x, float("nan"))
         one_row[(1,)](x, w, y, h, BLOCK=triton.next_power_of_2(h), MODE=mode, num_warps=4)
         ok[f"row{h}/{step}"] = torch.allclose(y.float(), wants[mode].bfloat16().float(), atol=2e-2, rtol=2e-2)
+    # split over programs of 64 columns: each slice of the RMSNorm step normalized by its own sum of squares
+    sl = xf[: h // 64 * 64].view(-1, 64)
+    wants[2] = torch.cat([(sl * torch.rsqrt(sl.square().mean(1, keepdim=True) + 1e-6)).flatten(),
+                          xf[h // 64 * 64:] * torch.rsqrt(xf[h // 64 * 64:].square().mean() + 1e-6)]) * w.float()
+    for mode, step in enumerate(mf.ROW_STEPS):
+        y = torch.full_like(x, float("nan"))
+        one_row[(triton.cdiv(h, 64),)](x, w, y, h, BLOCK=64, MODE=mode, num_warps=1)
+        ok[f"row{h}/{step}/split"] = torch.allclose(y.float(), wants[mode].bfloat16().float(), atol=2e-2, rtol=2e-2)
 triton, pointwise = mf._ladder_kernel()
 n = 5000
 x = torch.randn(n, dtype=torch.bfloat16)

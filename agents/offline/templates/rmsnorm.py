@@ -4,8 +4,8 @@ Reference shape: ops {pow|mul, mean|sum, add, rsqrt, mul, casts}, one input shap
 an optional 1-D weight over the last dim, eps as a scalar input or a literal in the reference. With a
 weight, both ``offset`` 0 and 1 (Gemma stores the scale as an offset from one) are candidates; the probe
 keeps the one the reference computes.
-Kernel: one program / CTA per row, fp32 accumulation, one read of the row held in registers.
-Launcher: rows = numel // H; grid = rows. Notes at the bottom.
+Kernel: one program / CTA per row (Triton: or per slice of a row, each summing the whole row), fp32
+accumulation, the row held in registers. Launcher: rows = numel // H; grid = rows (x slices). Notes at the bottom.
 """
 
 from __future__ import annotations
@@ -106,20 +106,36 @@ import triton
 import triton.language as tl
 
 
+# Grid (rows, slices): a program normalizes BLOCK columns of one row. In several slices (SPLIT), each program
+# still sums the squares of the whole row itself, in FULL // BLOCK loads issued together (the row is a few
+# KB, in L2 once one program has asked for it), so the slices exchange nothing. Why slices: session 13's floor
+# (bench/memory_floor.py --rows, H200) read a one-row RMSNorm over 8-16 warps at 1.65-1.89 us against
+# 1.18-1.34 for x * w in the same program, and slices of 1-2 warps that each normalize by their own slice's
+# sum (no exchange: a lower bound) at 1.22-1.36.
 @triton.jit
-def _rmsnorm_row(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
+def _rmsnorm_row(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr, FULL: tl.constexpr, SPLIT: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     m = cols < n_cols
     xv = tl.load(x_ptr + row * n_cols + cols, mask=m, other=0.0).to(tl.float32)
     {load_w}
-    rstd = tl.rsqrt(tl.sum(xv * xv, axis=0) / n_cols + eps)
+    if SPLIT:
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for k in tl.static_range(0, FULL, BLOCK):
+            c = k + tl.arange(0, BLOCK)
+            xa = tl.load(x_ptr + row * n_cols + c, mask=c < n_cols, other=0.0).to(tl.float32)
+            acc += xa * xa
+        ss = tl.sum(acc, axis=0)
+    else:
+        ss = tl.sum(xv * xv, axis=0)
+    rstd = tl.rsqrt(ss / n_cols + eps)
     n = xv * rstd
     {apply_w}
     tl.store(y_ptr + row * n_cols + cols, n.to(y_ptr.dtype.element_ty), mask=m)
 
 {triton_launcher()}
 _rmsnorm_launch = _Launcher(_rmsnorm_row)
+_SLICES, _WARPS, _SM_WAVE = {p["slices"]}, {p["num_warps"]}, 132
 
 
 {py_signature(problem)}
@@ -127,8 +143,14 @@ _rmsnorm_launch = _Launcher(_rmsnorm_row)
     rows = {x}.numel() // n_cols
     if rows == 0:
         return
-    _rmsnorm_launch((rows,), {x}, {w if has_w else x}, {y}, n_cols, float({_eps(b)}),
-                    BLOCK=triton.next_power_of_2(n_cols), num_warps={p["num_warps"]})
+    full = triton.next_power_of_2(n_cols)
+    # slices only while rows x slices fit one wave of the H200's SMs; past that the rows alone fill the
+    # device and each program takes a whole row over enough warps to hold it (8 up to 4096 columns, then 16)
+    slices = _SLICES if rows * _SLICES <= _SM_WAVE else 1
+    block = triton.next_power_of_2(triton.cdiv(n_cols, slices))
+    warps = _WARPS if slices == _SLICES else min(16, max(4, full // 512))
+    _rmsnorm_launch((rows, triton.cdiv(n_cols, block)), {x}, {w if has_w else x}, {y}, n_cols, float({_eps(b)}),
+                    BLOCK=block, FULL=full, SPLIT=block < full, num_warps=warps)
 """
 
 
@@ -264,9 +286,13 @@ FAMILY = Family(
     candidates=match,
     renderers=(
         Renderer("pytorch", False, {"cast_before_weight": (False, True)}, render_pytorch),
-        # more warps read faster on one-row calls (more of the row's loads issued at once): 16 was the best of
-        # 4/8/16 on all three bundled RMSNorms in session 10, so it leads, with 32 after it
-        Renderer("triton", True, {"cast_before_weight": (False, True), "num_warps": (16, 32, 8, 4)}, render_triton),
+        # Whole rows: 16 warps was the best of 4/8/16 on all three bundled RMSNorms in session 10. A row in
+        # slices is fastest in programs of one or two warps (session 13's floor): slices lead, small warps only.
+        Renderer(
+            "triton", True,
+            {"cast_before_weight": (False, True), "slices": (8, 16, 4, 1), "num_warps": (1, 2, 4, 16, 32, 8)},
+            render_triton, keep=lambda p: p["num_warps"] <= 4 if p["slices"] > 1 else p["num_warps"] >= 4,
+        ),
         Renderer(
             "cuda_cpp", True, {"cast_before_weight": (False, True), "threads": (256, 128, 512)}, render_cuda,
             file=CUDA_FILE,
