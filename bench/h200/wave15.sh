@@ -8,6 +8,16 @@
 # unit_offset h3072 ~1.30 us, h4096 ~1.30, h7168 ~1.45; each within 0.1 us of its slice floor.
 # PART=A (~420 s): T_b of the three RMSNorms in-process, then their Triton group (12 candidates each), then
 #   the one-row floor again with every configuration listed.
+# After A (83a2ae5): no gain. T_b read 2.05 / 1.63 / 2.91 us (session 11: 1.66 / 1.92 / 1.9). Sliced Triton
+# programs that each sum the whole row read 1.70 / 1.66 us at 4 warps (whole rows: 1.89 at 4 warps), and
+# 2.0-2.6 us at 1-2 warps: the whole-row read costs what slicing saves. h7168's block was cut at 260 s.
+# The floor again: slices of 512 columns over 1-4 warps 1.26-1.38 us; 1024-column programs 1.52-1.73 at
+# any warps; whole rows 1.66 / 1.89.
+# PART=B (~500 s): the CUDA RMSNorm group, whose kernel now slices a row over a thread-block cluster (512
+#   columns a CTA: 6 / 8 / 14 CTAs), the CTAs adding their sums through distributed shared memory, against
+#   A's T_b. Prediction: 1.35-1.45 us each (the slice floor plus a cluster barrier, ~0.1 us). Then the MLP
+#   block with bk 128 and 6 stages in the grid, against session 11's T_b (17.4 us): up projection 7.7 ->
+#   ~4 us (half the latency-bound round trips), the block 18 -> ~15 us.
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 R=/tmp/wave15; mkdir -p "$R"
@@ -32,4 +42,8 @@ case "${PART:-A}" in
      ONLY=rmsnorm/triton CANDIDATES=12 PROBLEM_SECONDS=80 bench rms 260 "$f" $RMS
      timeout 60 python3 bench/memory_floor.py --device cuda --timer cupti --only none --rows 3072 7168 \
          > "$OUT/floor_rows.md" 2>&1; tail -40 "$OUT/floor_rows.md" ;;
+  B) f=docs/bench/h200_tb_session13.jsonl
+     ONLY=rmsnorm/cuda_cpp CANDIDATES=8 PROBLEM_SECONDS=80 bench rms_b 280 "$f" $RMS
+     ONLY=mlp/triton CANDIDATES=8 PROBLEM_SECONDS=150 bench mlp_b 190 docs/bench/h200_tb_session11_d.jsonl \
+         data/problems/L2/mlp_gelu_exact_k768_i3072_n768_tok197_bf16 ;;
 esac
