@@ -15,7 +15,7 @@ from sol_bench.models import Solution
 # small C++ standard headers (none of torch's extension headers, which cost nvcc most of a build).
 LIGHT_HEADERS = {
     "ATen/core/Tensor.h", "c10/cuda/CUDAException.h", "c10/cuda/CUDAStream.h", "c10/util/Exception.h",
-    "cuda_bf16.h", "cuda_fp16.h", "cooperative_groups.h", "array", "mutex",
+    "cuda_bf16.h", "cuda_fp16.h", "array", "mutex",
 }  # fmt: skip
 
 

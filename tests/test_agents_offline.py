@@ -308,58 +308,6 @@ def test_triton_templates_are_correct_in_the_interpreter(tmp_path):
     assert all(v >= 1 for k, v in result.items() if "/split3" in k), result
 
 
-_RMS_SLICES_SCRIPT = r"""
-import json, shutil, sys, tempfile, pathlib
-sys.path.insert(0, sys.argv[1])
-from tests.test_agents_offline import run_solution_here, FIXTURE
-from agents.offline.templates import FAMILIES, build_solution
-from agents.offline.graph import trace_ops
-from sol_bench.problem import load_problem
-root = pathlib.Path(tempfile.mkdtemp()) / "rms200"
-shutil.copytree(FIXTURE, root)
-d = json.loads((root / "definition.json").read_text())
-d["axes"]["H"]["value"] = 200  # slices of 32 columns (8 of them: 7 slices, the last one ragged)
-(root / "definition.json").write_text(json.dumps(d))
-lines = [json.loads(l) for l in (root / "workload.jsonl").read_text().splitlines()]
-for l, t in zip(lines, (1, 9, 40)):  # 40 rows x 8 or 16 slices pass one wave of SMs: whole rows again
-    l["axes"]["T"] = t
-(root / "workload.jsonl").write_text("\n".join(json.dumps(l) for l in lines) + "\n")
-ok = {}
-for name, prob in (("fixture", load_problem(FIXTURE)), ("h200", load_problem(root))):
-    fam = next(f for f in FAMILIES if f.name == "rmsnorm")
-    r = next(r for r in fam.renderers if r.language == "triton")
-    for b in fam.match(prob, trace_ops(prob)):
-        for params in r.variants():
-            if params["num_warps"] not in (1, 4) or params["cast_before_weight"]:
-                continue
-            key = f"{name}/offset{b.consts.get('offset', 0)}/slices{params['slices']}/warps{params['num_warps']}"
-            try:
-                run_solution_here(prob, build_solution(prob, fam.name, r, b, params), calls=2)
-                ok[key] = True
-            except AssertionError as e:
-                ok[key] = str(e)[:300]
-print("RESULT", json.dumps(ok))
-"""
-
-
-@pytest.mark.slow
-def test_triton_rmsnorm_in_slices_is_correct_in_the_interpreter():
-    """The Triton RMSNorm in slices (each program sums the whole row, normalizes its own columns): every slice
-    count, one and four warps, on a row that slices raggedly (200 columns) and on the fixture's (256), at 1 and
-    9 rows (sliced) and 40 rows (whole rows again). The probe keeps one weight offset a problem, so the test
-    finds exactly one binding passing each variant."""
-    pytest.importorskip("triton")
-    from triton_interp import run_interpreted
-
-    result = run_interpreted(_RMS_SLICES_SCRIPT, [], timeout_s=400)
-    for prob in ("fixture", "h200"):
-        for slices in (8, 16, 4, 1):
-            for warps in (1, 4) if slices > 1 else (4,):
-                passed = [k for k, v in result.items() if k.startswith(prob) and k.endswith(f"/slices{slices}/warps{warps}")
-                          and v is True]  # fmt: skip
-                assert len(passed) == 1, (prob, slices, warps, result)
-
-
 # ------------------------------------------------------------------------------------ cuda, nvcc compile
 
 

@@ -4,8 +4,8 @@ Reference shape: ops {pow|mul, mean|sum, add, rsqrt, mul, casts}, one input shap
 an optional 1-D weight over the last dim, eps as a scalar input or a literal in the reference. With a
 weight, both ``offset`` 0 and 1 (Gemma stores the scale as an offset from one) are candidates; the probe
 keeps the one the reference computes.
-Kernel: one program / CTA per row (Triton: or per slice of a row, each summing the whole row), fp32
-accumulation, the row held in registers. Launcher: rows = numel // H; grid = rows (x slices). Notes at the bottom.
+Kernel: one program / CTA per row, fp32 accumulation, one read of the row held in registers.
+Launcher: rows = numel // H; grid = rows. Notes at the bottom.
 """
 
 from __future__ import annotations
@@ -106,36 +106,20 @@ import triton
 import triton.language as tl
 
 
-# Grid (rows, slices): a program normalizes BLOCK columns of one row. In several slices (SPLIT), each program
-# still sums the squares of the whole row itself, in FULL // BLOCK loads issued together (the row is a few
-# KB, in L2 once one program has asked for it), so the slices exchange nothing. Why slices: session 13's floor
-# (bench/memory_floor.py --rows, H200) read a one-row RMSNorm over 8-16 warps at 1.65-1.89 us against
-# 1.18-1.34 for x * w in the same program, and slices of 1-2 warps that each normalize by their own slice's
-# sum (no exchange: a lower bound) at 1.22-1.36.
 @triton.jit
-def _rmsnorm_row(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr, FULL: tl.constexpr, SPLIT: tl.constexpr):
+def _rmsnorm_row(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
-    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    cols = tl.arange(0, BLOCK)
     m = cols < n_cols
     xv = tl.load(x_ptr + row * n_cols + cols, mask=m, other=0.0).to(tl.float32)
     {load_w}
-    if SPLIT:
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        for k in tl.static_range(0, FULL, BLOCK):
-            c = k + tl.arange(0, BLOCK)
-            xa = tl.load(x_ptr + row * n_cols + c, mask=c < n_cols, other=0.0).to(tl.float32)
-            acc += xa * xa
-        ss = tl.sum(acc, axis=0)
-    else:
-        ss = tl.sum(xv * xv, axis=0)
-    rstd = tl.rsqrt(ss / n_cols + eps)
+    rstd = tl.rsqrt(tl.sum(xv * xv, axis=0) / n_cols + eps)
     n = xv * rstd
     {apply_w}
     tl.store(y_ptr + row * n_cols + cols, n.to(y_ptr.dtype.element_ty), mask=m)
 
 {triton_launcher()}
 _rmsnorm_launch = _Launcher(_rmsnorm_row)
-_SLICES, _WARPS, _SM_WAVE = {p["slices"]}, {p["num_warps"]}, 132
 
 
 {py_signature(problem)}
@@ -143,78 +127,36 @@ _SLICES, _WARPS, _SM_WAVE = {p["slices"]}, {p["num_warps"]}, 132
     rows = {x}.numel() // n_cols
     if rows == 0:
         return
-    full = triton.next_power_of_2(n_cols)
-    # slices only while rows x slices fit one wave of the H200's SMs; past that the rows alone fill the
-    # device and each program takes a whole row over enough warps to hold it (8 up to 4096 columns, then 16)
-    slices = _SLICES if rows * _SLICES <= _SM_WAVE else 1
-    block = triton.next_power_of_2(triton.cdiv(n_cols, slices))
-    warps = _WARPS if slices == _SLICES else min(16, max(4, full // 512))
-    _rmsnorm_launch((rows, triton.cdiv(n_cols, block)), {x}, {w if has_w else x}, {y}, n_cols, float({_eps(b)}),
-                    BLOCK=block, FULL=full, SPLIT=block < full, num_warps=warps)
+    _rmsnorm_launch((rows,), {x}, {w if has_w else x}, {y}, n_cols, float({_eps(b)}),
+                    BLOCK=triton.next_power_of_2(n_cols), num_warps={p["num_warps"]})
 """
 
 
 # ------------------------------------------------------------------------------------------------- cuda
 
-# The exchange between the CTAs of a row in slices (a thread-block cluster). A separate string: the host
-# emulation of rmsnorm_vec (tests/test_agents_offline_rmsnorm_cuda.py) replaces it with its own passes.
-_CUDA_CLUSTER_SUM = r"""
-#include <cooperative_groups.h>
-namespace cg = cooperative_groups;
-
-// The row's sum of squares over the CTAs of one cluster (one CTA a slice of the row): each CTA's total in
-// its shared memory, a cluster barrier, then every thread adds the totals in rank order through distributed
-// shared memory (the same order in every CTA, so the same rstd). The CTA then signals that it has read
-// (arrive); row_sum_done, at the CTA's end, waits until every CTA has read, so no total is freed early.
-template <bool CLUSTER> __device__ __forceinline__ float row_sum(float v, float* smem) {
-  const float cta = block_reduce<false>(v, smem);
-  if (!CLUSTER) return cta;
-  __shared__ float part;
-  if (threadIdx.x == 0) part = cta;
-  cg::cluster_group cl = cg::this_cluster();
-  cl.sync();
-  float total = 0.f;
-  for (unsigned r = 0; r < cl.num_blocks(); ++r) total += *cl.map_shared_rank(&part, r);
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-  return total;
-}
-template <bool CLUSTER> __device__ __forceinline__ void row_sum_done() {
-  if (CLUSTER) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-__device__ __forceinline__ int cluster_rank() { return (int)cg::this_cluster().block_rank(); }
-__device__ __forceinline__ int cluster_size() { return (int)cg::this_cluster().num_blocks(); }
-"""
-
 _CUDA_VEC_KERNEL = r"""
 // 16-byte path: each thread's VPT vectors of x (and of the weight) are all requested before any is used, then
 // one block reduction. The scalar kernel below read a one-row 4096-wide bf16 call in 7.0 us on the H200
 // (Triton: 1.7, session 10), with 2-byte loads under a bounds test each and the weight read after the reduction.
-// CLUSTER: the row in slices, one CTA each, a cluster a row (grid = rows x slices); the CTAs exchange their
-// sums of squares through distributed shared memory. Why: session 13's floor (bench/memory_floor.py --rows)
-// read a one-row RMSNorm in one program of 8-16 warps at 1.65-1.89 us, and slices of 512 columns over 1-4
-// warps normalized by their own slice's sum (no exchange) at 1.26-1.36.
 template <typename T> __device__ __forceinline__ float rms_elem(const uint4& v, int e) {
   return to_f<T>(reinterpret_cast<const T*>(&v)[e]);
 }
-template <typename T, int VPT, bool HAS_W, bool CAST_BEFORE_W, bool CLUSTER>
+template <typename T, int VPT, bool HAS_W, bool CAST_BEFORE_W>
 __global__ void __launch_bounds__(512) rmsnorm_vec(const T* __restrict__ x, const T* __restrict__ w,
                                                     T* __restrict__ y, int n_cols, float eps, float w_offset) {
   constexpr int E = 16 / (int)sizeof(T);
   __shared__ float smem[32];
-  const int slices = CLUSTER ? cluster_size() : 1, rank = CLUSTER ? cluster_rank() : 0;
-  const long long row = blockIdx.x / slices;
+  const long long row = blockIdx.x;
   const int nvec = n_cols / E;
-  const int per = (nvec + slices - 1) / slices;  // vectors a slice; the last one may be short
-  const int v0 = rank * per, v1 = min(nvec, v0 + per);
   const uint4* xr = reinterpret_cast<const uint4*>(x + row * n_cols);
   const uint4* wr = reinterpret_cast<const uint4*>(w);
   uint4* yr = reinterpret_cast<uint4*>(y + row * n_cols);
   uint4 xv[VPT], wv[HAS_W ? VPT : 1];
   #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    const int i = v0 + threadIdx.x + j * blockDim.x;
-    xv[j] = i < v1 ? xr[i] : make_uint4(0u, 0u, 0u, 0u);
-    if (HAS_W) wv[HAS_W ? j : 0] = i < v1 ? wr[i] : make_uint4(0u, 0u, 0u, 0u);
+    const int i = threadIdx.x + j * blockDim.x;
+    xv[j] = i < nvec ? xr[i] : make_uint4(0u, 0u, 0u, 0u);
+    if (HAS_W) wv[HAS_W ? j : 0] = i < nvec ? wr[i] : make_uint4(0u, 0u, 0u, 0u);
   }
   float ss = 0.f;
   #pragma unroll
@@ -226,11 +168,11 @@ __global__ void __launch_bounds__(512) rmsnorm_vec(const T* __restrict__ x, cons
     }
   }
   float rstd;
-  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(rstd) : "f"(row_sum<CLUSTER>(ss, smem) / n_cols + eps));
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(rstd) : "f"(block_reduce<false>(ss, smem) / n_cols + eps));
   #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    const int i = v0 + threadIdx.x + j * blockDim.x;
-    if (i < v1) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < nvec) {
       uint4 ov;
       #pragma unroll
       for (int e = 0; e < E; ++e) {
@@ -241,30 +183,6 @@ __global__ void __launch_bounds__(512) rmsnorm_vec(const T* __restrict__ x, cons
       yr[i] = ov;
     }
   }
-  row_sum_done<CLUSTER>();
-}
-
-"""
-
-_CUDA_CLUSTER_LAUNCH = r"""
-// A row in `slices` CTAs, one cluster a row (more than 8 CTAs a cluster is the H200's non-portable size).
-template <typename T, int VPT, bool HAS_W, bool CAST_BEFORE_W>
-static void launch_rms_cluster(long long rows, int slices, int threads, cudaStream_t stream, const T* x, const T* w,
-                               T* y, int n_cols, float eps, float w_offset) {
-  auto kernel = rmsnorm_vec<T, VPT, HAS_W, CAST_BEFORE_W, true>;
-  if (slices > 8) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)(rows * slices));
-  cfg.blockDim = dim3(threads);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = slices;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, x, w, y, n_cols, eps, w_offset));
 }
 """
 
@@ -309,7 +227,7 @@ __global__ void __launch_bounds__(1024) rmsnorm_rows(const T* __restrict__ x, co
 
 def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     x, w, y = b.roles["x"], b.roles.get("weight"), _out(problem)
-    threads, slice_cols = p["threads"], p.get("slice_cols", 0)
+    threads = p["threads"]
     has_w = "true" if w else "false"
     cbw = "true" if p["cast_before_weight"] else "false"
     w_ptr = f"reinterpret_cast<const scalar_t*>({w}.data_ptr())" if w else "nullptr"
@@ -326,20 +244,11 @@ def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     const bool vec = n_cols % vec_e == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(yp) % 16 == 0 && (wp == nullptr || reinterpret_cast<uintptr_t>(wp) % 16 == 0);
     const int vpt = (n_cols / vec_e + {threads} - 1) / {threads};
-    // slices of about {slice_cols} columns while rows x slices fit one wave of SMs, at most 16 a row (a cluster)
-    int slices = {slice_cols} > 0 ? std::min(16, (n_cols + {slice_cols} - 1) / {slice_cols}) : 1;
-    if (slices > 1 && rows * slices > sm_count()) slices = 1;
-    const int svpt = ((n_cols / vec_e + slices - 1) / slices + {threads} - 1) / {threads};
-    if (vec && slices > 1 && svpt <= 8) {{
-      if (svpt <= 1) launch_rms_cluster<scalar_t, 1, {has_w}, {cbw}>(rows, slices, {threads}, stream, xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
-      else if (svpt <= 2) launch_rms_cluster<scalar_t, 2, {has_w}, {cbw}>(rows, slices, {threads}, stream, xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
-      else if (svpt <= 4) launch_rms_cluster<scalar_t, 4, {has_w}, {cbw}>(rows, slices, {threads}, stream, xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
-      else launch_rms_cluster<scalar_t, 8, {has_w}, {cbw}>(rows, slices, {threads}, stream, xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
-    }} else if (vec && vpt <= 8) {{
-      if (vpt <= 1) rmsnorm_vec<scalar_t, 1, {has_w}, {cbw}, false><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
-      else if (vpt <= 2) rmsnorm_vec<scalar_t, 2, {has_w}, {cbw}, false><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
-      else if (vpt <= 4) rmsnorm_vec<scalar_t, 4, {has_w}, {cbw}, false><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
-      else rmsnorm_vec<scalar_t, 8, {has_w}, {cbw}, false><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
+    if (vec && vpt <= 8) {{
+      if (vpt <= 1) rmsnorm_vec<scalar_t, 1, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
+      else if (vpt <= 2) rmsnorm_vec<scalar_t, 2, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
+      else if (vpt <= 4) rmsnorm_vec<scalar_t, 4, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
+      else rmsnorm_vec<scalar_t, 8, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
     }} else if (per_thread > 32) {{
       TORCH_CHECK(false, "row too long for this template: ", n_cols);
     }} else if (per_thread <= 4) rmsnorm_rows<scalar_t, 4, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
@@ -347,7 +256,7 @@ def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     else rmsnorm_rows<scalar_t, 32, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
   }});
   C10_CUDA_KERNEL_LAUNCH_CHECK();"""
-    return cuda_module(problem, _CUDA_CLUSTER_SUM + _CUDA_VEC_KERNEL + _CUDA_CLUSTER_LAUNCH + _CUDA_KERNEL, body)
+    return cuda_module(problem, _CUDA_VEC_KERNEL + _CUDA_KERNEL, body)
 
 
 FAMILY = Family(
@@ -355,19 +264,12 @@ FAMILY = Family(
     candidates=match,
     renderers=(
         Renderer("pytorch", False, {"cast_before_weight": (False, True)}, render_pytorch),
-        # Whole rows: 16 warps was the best of 4/8/16 on all three bundled RMSNorms in session 10. A row in
-        # slices is fastest in programs of one or two warps (session 13's floor): slices lead, small warps only.
+        # more warps read faster on one-row calls (more of the row's loads issued at once): 16 was the best of
+        # 4/8/16 on all three bundled RMSNorms in session 10, so it leads, with 32 after it
+        Renderer("triton", True, {"cast_before_weight": (False, True), "num_warps": (16, 32, 8, 4)}, render_triton),
         Renderer(
-            "triton", True,
-            {"cast_before_weight": (False, True), "slices": (8, 16, 4, 1), "num_warps": (1, 2, 4, 16, 32, 8)},
-            render_triton, keep=lambda p: p["num_warps"] <= 4 if p["slices"] > 1 else p["num_warps"] >= 4,
-        ),
-        # one-row calls: slices of 512 columns over 2 warps lead (a cluster a row); whole rows after them
-        Renderer(
-            "cuda_cpp", True,
-            ({"cast_before_weight": (False, True), "slice_cols": (512, 1024, 256), "threads": (64, 32, 128)},
-             {"cast_before_weight": (False, True), "slice_cols": (0,), "threads": (256, 128, 512)}),
-            render_cuda, file=CUDA_FILE,
+            "cuda_cpp", True, {"cast_before_weight": (False, True), "threads": (256, 128, 512)}, render_cuda,
+            file=CUDA_FILE,
         ),
     ),
 )
@@ -377,3 +279,10 @@ FAMILY = Family(
 # kernel holds the whole row in registers (fine up to ~16K columns). Both assume contiguous inputs, which
 # the judge provides. The rsqrt.approx PTX is within bf16/fp16 tolerance; for fp32 outputs with tight
 # tolerances the Triton variant (exact rsqrt) is the safer pick.
+#
+# Tried and removed (session 13, H200, one-token rows of 3072 / 4096 / 7168; records in docs/bench/*session13*):
+# a row in slices, to escape the ~0.5 us a one-program reduction costs over x * w (bench/memory_floor.py
+# --rows). Triton slices that each summed the whole row themselves read 1.66-1.70 us at 4 warps (whole rows:
+# the same), 2.0-2.6 at 1-2 warps; CUDA slices over a thread-block cluster, sums exchanged through distributed
+# shared memory, read 2.3-4.0 us (correct on the GPU; the cluster costs more than it saves). Commit 69a0655
+# holds both.
