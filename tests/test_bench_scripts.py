@@ -264,3 +264,36 @@ def test_memory_floor_kernels_compute_what_they_claim_in_the_interpreter():
 
     result = run_interpreted(_FLOOR_KERNELS, [], timeout_s=240)
     assert result and all(result.values()), result
+
+
+def test_tb_stability_runs_each_compile_in_its_own_process_and_summarizes_the_spread(tmp_path):
+    """bench/tb_stability.py: one row a run (each measure_tb.py in a fresh process, fresh caches), then per
+    problem the min / median / max and the spread of the runs' T_b, from the same numbers its JSON lines hold."""
+    out, js = tmp_path / "tbs.md", tmp_path / "tbs.jsonl"
+    res = _run("bench/tb_stability.py", str(FIXTURE), "--device", "cpu", "--runs", "2", "--variants", "eager",
+               "--iterations", "3", "-o", str(out), "--json-out", str(js))  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = [json.loads(x) for x in js.read_text().splitlines()]
+    assert [r["run"] for r in runs] == [1, 2] and all(r["error"] is None and r["t_b_ms"] > 0 for r in runs)
+    ts = sorted(r["t_b_ms"] * 1e3 for r in runs)
+    text = out.read_text()
+    assert f"| rmsnorm_small | 2 | {ts[0]:.2f} | {(ts[0] + ts[1]) / 2:.2f} | {ts[1]:.2f} | {ts[1] / ts[0] - 1:.0%} | 1 |" in text
+    assert sum(line.startswith("| rmsnorm_small | ") for line in text.splitlines()) == 3
+
+
+def test_tb_stability_reads_the_autotuners_configs_and_reports_a_failed_run(tmp_path):
+    sys.path.insert(0, str(REPO / "bench"))
+    import tb_stability as ts
+
+    cache = tmp_path / "inductor" / "ab"
+    cache.mkdir(parents=True)
+    (cache / "k1.best_config").write_text(json.dumps({"XBLOCK": 1, "R0_BLOCK": 2048, "num_warps": 16,
+                                                       "num_stages": 1, "configs_hash": "f00", "time_taken_ms": 3}))
+    (cache / "k2.best_config").write_text("{not json")
+    assert ts.kept_configs(tmp_path) == ("R0_BLOCK=2048 XBLOCK=1 num_stages=1 num_warps=16",
+                                         "k2.best_config: unreadable (JSONDecodeError)")  # fmt: skip
+    # measure_tb.py refuses the variant: the run is a failed row and the script exits non-zero
+    res = _run("bench/tb_stability.py", str(FIXTURE), "--device", "cpu", "--runs", "1", "--variants", "fastest",
+               "-o", str(tmp_path / "t.md"))  # fmt: skip
+    assert res.returncode == 1 and "| rmsnorm_small | 1 | failed: " in (tmp_path / "t.md").read_text()
+    assert "| rmsnorm_small | 1 | - | - | - | - | - |" in (tmp_path / "t.md").read_text()

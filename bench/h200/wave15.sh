@@ -18,6 +18,13 @@
 #   A's T_b. Prediction: 1.35-1.45 us each (the slice floor plus a cluster barrier, ~0.1 us). Then the MLP
 #   block with bk 128 and 6 stages in the grid, against session 11's T_b (17.4 us): up projection 7.7 ->
 #   ~4 us (half the latency-bound round trips), the block 18 -> ~15 us.
+# After B (69a0655): the cluster kernel passed the judge on the GPU but read 2.3-4.0 us (more CTAs a cluster,
+# slower: 3-4 CTAs 2.3-2.5, 6-8 CTAs 2.8-3.0, 14 CTAs 3.7); the MLP's bk 128 read 21.2 us, 6 stages 18.1
+# (18.1-18.2 for the grid's first points). Both changes removed.
+# PART=C (~470 s): bench/tb_stability.py, three fresh compiles each of the three RMSNorms and two GELUs (their
+#   T_b moved 1.66 -> 2.05, 1.92 -> 1.63, 1.9 -> 2.91, 3.39 -> 2.66 us between sessions 11-13): if a problem's
+#   runs keep different autotuned configs and read apart, the swing is Inductor's compile-time choice.
+#   Then the three RMSNorms' whole-row Triton kernels against PART A's T_b (same session).
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 R=/tmp/wave15; mkdir -p "$R"
@@ -46,4 +53,10 @@ case "${PART:-A}" in
      ONLY=rmsnorm/cuda_cpp CANDIDATES=8 PROBLEM_SECONDS=80 bench rms_b 280 "$f" $RMS
      ONLY=mlp/triton CANDIDATES=8 PROBLEM_SECONDS=150 bench mlp_b 190 docs/bench/h200_tb_session11_d.jsonl \
          data/problems/L2/mlp_gelu_exact_k768_i3072_n768_tok197_bf16 ;;
+  C) GELUS="$P/gelu_tanh_f4608_tok256_bf16 $P/gelu_quick_f4096_tok257_bf16"
+     timeout 330 python3 bench/tb_stability.py $RMS $GELUS --device cuda --timer cupti --runs 3 \
+         --variants compile-default,cudagraph-compile-default -o "$OUT/tb_stability.md" --json-out "$OUT/tb_runs.jsonl" \
+         > "$R/tb_stability.log" 2>&1
+     echo "tb_stability rc=$?" >> "$R/tb_stability.log"; tail -12 "$R/tb_stability.log"
+     ONLY=rmsnorm/triton CANDIDATES=4 PROBLEM_SECONDS=40 bench rms_c 130 docs/bench/h200_tb_session13.jsonl $RMS ;;
 esac
