@@ -12,7 +12,8 @@ grid of block sizes and warps, each timed by ``sol_bench.timing.time_callable`` 
 The rows (``ROWS``: bytes read, bytes written) are the offline table's memory-bound problems; ``--only``
 keeps those whose names contain one of its words (``--only none``: none of them). ``--all`` lists every
 configuration's time. ``--ladder N`` adds the element-wise ladder (``LADDER``) on N bf16 elements with 32- and
-64-bit offsets; ``--rows H ...`` adds the one-row steps (``ROW_STEPS``) on rows of H bf16 elements.
+64-bit offsets; ``--rows H ...`` adds the one-row steps (``ROW_STEPS``) on rows of H bf16 elements, the row
+in one program and split over 2-16 (``ROW_SPLITS``), every configuration's time printed as it runs.
 """
 
 from __future__ import annotations

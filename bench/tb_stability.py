@@ -13,7 +13,15 @@ configs and still read apart (the device or the timing).
 
 Each run's record is measure_tb's (one workload, the smallest) plus ``run`` and ``configs``: the contents of
 the ``*.best_config`` files the run's cache holds, one line per autotuned kernel (none for kernels Inductor
-launched with a single config, and none on the CPU).
+launched with a single config, and none on the CPU). The file is keyed by the kernel's source, so where a run
+compiles the same kernel twice (compile-default, then the CUDA-graph variant) it holds the later compile's
+pick: a run's variants can differ by a config the column does not show. ``--baselines-out`` writes one T_b record a problem in
+measure_tb's format (``bench_offline_agents.py --baselines`` and ``offline_table.py`` read it) holding the
+fastest run: the best Inductor's autotuner found over the compiles, a T_b no single compile's pick can
+flatter. ``--from-runs`` re-renders a cut run's JSON lines (the problems given name their smallest workload).
+
+    python bench/tb_stability.py data/problems/L1 --from-runs tb_runs.jsonl -o tb_stability.md \
+        --baselines-out tb_min_of_compiles.jsonl
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ _CONFIG_NOISE = {"configs_hash", "found_by_coordesc", "time_taken_ms", "triton_c
 class Run:
     problem: str
     run: int
+    uuid: str | None
     t_b_ms: float | None
     best_variant: str | None
     variants: dict[str, float] = field(default_factory=dict)
@@ -83,13 +92,53 @@ def one_run(problem: Path, run: int, scratch: Path, a: argparse.Namespace) -> Ru
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout, cwd=REPO)
     except subprocess.TimeoutExpired:
-        return Run(problem.name, run, None, None, error=f"timed out after {a.timeout:.0f} s")
+        return Run(problem.name, run, None, None, None, error=f"timed out after {a.timeout:.0f} s")
     records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     if proc.returncode != 0 or not records:
-        return Run(problem.name, run, None, None, error=(proc.stderr or proc.stdout)[-400:].strip() or "no record")
+        return Run(problem.name, run, None, None, None,
+                   error=(proc.stderr or proc.stdout)[-400:].strip() or "no record")  # fmt: skip
     rec = records[0]
-    return Run(problem.name, run, rec["t_b_ms"], rec["best_variant"], dict(rec["variants"]),
+    return Run(problem.name, run, rec["uuid"], rec["t_b_ms"], rec["best_variant"], dict(rec["variants"]),
                kept_configs(cache / "inductor"))  # fmt: skip
+
+
+def fastest_runs(runs: list[Run]) -> list[dict]:
+    """One measure_tb-style record a problem with a measured run: the fastest run's T_b and variant, every
+    variant's fastest reading over the runs, and each run's T_b in ``runs_t_b_ms``."""
+    out = []
+    for name in dict.fromkeys(r.problem for r in runs):
+        ok = [r for r in runs if r.problem == name and r.t_b_ms is not None]
+        if not ok:
+            continue
+        best = min(ok, key=lambda r: r.t_b_ms)
+        variants: dict[str, float] = {}
+        for r in ok:
+            for v, ms in r.variants.items():
+                variants[v] = min(ms, variants.get(v, ms))
+        out.append({"problem": name, "uuid": best.uuid, "t_b_ms": best.t_b_ms, "best_variant": best.best_variant,
+                    "variants": variants, "runs_t_b_ms": [r.t_b_ms for r in ok],
+                    "timing_method": f"fastest of {len(ok)} fresh compiles"})  # fmt: skip
+    return out
+
+
+def read_runs(path: Path, problems: list[Path]) -> list[Run]:
+    """Runs from ``--json-out`` lines; a run without a uuid (an older file) takes its problem's smallest workload."""
+    from sol_bench.problem import load_problem
+
+    dirs = {p.name: p for p in problems}
+    runs = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        d = json.loads(line)
+        if d.get("uuid") is None and d.get("t_b_ms") is not None:
+            if d["problem"] not in dirs:
+                raise SystemExit(f"{path}:{n}: run of {d['problem']} has no uuid and its problem directory was not given")
+            prob = load_problem(dirs[d["problem"]])
+            d["uuid"] = prob.smallest_workloads(1)[0]
+        runs.append(Run(d["problem"], d["run"], d.get("uuid"), d["t_b_ms"], d["best_variant"], d.get("variants", {}),
+                        tuple(d.get("configs", ())), d.get("error")))  # fmt: skip
+    return runs
 
 
 def summary(runs: list[Run]) -> tuple[float, float, float, float] | None:
@@ -142,17 +191,19 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds a run")
     ap.add_argument("-o", "--output", type=Path)
     ap.add_argument("--json-out", type=Path, help="one JSON line a run, written as each run ends")
+    ap.add_argument("--baselines-out", type=Path, help="one T_b record a problem: its fastest run")
+    ap.add_argument("--from-runs", type=Path, help="render these --json-out lines instead of measuring")
     a = ap.parse_args()
     if a.runs < 1:
         ap.error("--runs must be at least 1")
     problems = [p for arg in a.problems for p in find_problems(arg)]
     if not problems:
         ap.error(f"no problem under {' '.join(map(str, a.problems))}")
-    runs: list[Run] = []
-    if a.json_out:
+    runs: list[Run] = read_runs(a.from_runs, problems) if a.from_runs else []
+    if a.json_out and not a.from_runs:
         a.json_out.write_text("")
     with tempfile.TemporaryDirectory(prefix="tb_stability.") as scratch:
-        for problem in problems:
+        for problem in problems if not a.from_runs else ():
             for i in range(1, a.runs + 1):
                 r = one_run(problem, i, Path(scratch), a)
                 runs.append(r)
@@ -162,6 +213,8 @@ def main() -> int:
                     with a.json_out.open("a") as f:
                         f.write(json.dumps(r.__dict__ | {"configs": list(r.configs)}) + "\n")
     text = render(runs, a.device, a.timer)
+    if a.baselines_out:
+        a.baselines_out.write_text("".join(json.dumps(r) + "\n" for r in fastest_runs(runs)))
     if a.output:
         a.output.write_text(text)
     print(text, end="")

@@ -279,6 +279,21 @@ def test_tb_stability_runs_each_compile_in_its_own_process_and_summarizes_the_sp
     text = out.read_text()
     assert f"| rmsnorm_small | 2 | {ts[0]:.2f} | {(ts[0] + ts[1]) / 2:.2f} | {ts[1]:.2f} | {ts[1] / ts[0] - 1:.0%} | 1 |" in text
     assert sum(line.startswith("| rmsnorm_small | ") for line in text.splitlines()) == 3
+    # re-rendered from its lines: the same table, and one T_b record holding the fastest run; a line without a
+    # uuid (an older file) takes the problem's smallest workload
+    lines = js.read_text().splitlines()
+    js.write_text(lines[0] + "\n" + json.dumps({**json.loads(lines[1]), "uuid": None}) + "\n")
+    base = tmp_path / "fastest.jsonl"
+    res = _run("bench/tb_stability.py", str(FIXTURE), "--from-runs", str(js), "--device", "cpu", "-o",
+               str(tmp_path / "again.md"), "--baselines-out", str(base))  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert (tmp_path / "again.md").read_text() == text
+    [rec] = [json.loads(x) for x in base.read_text().splitlines()]
+    assert rec["uuid"] == "rms-1" and rec["t_b_ms"] * 1e3 == ts[0] and len(rec["runs_t_b_ms"]) == 2
+    sys.path.insert(0, str(REPO / "bench"))
+    from bench_offline_agents import load_baselines
+
+    assert load_baselines(base) == {"rms-1": rec["t_b_ms"]}
 
 
 def test_tb_stability_reads_the_autotuners_configs_and_reports_a_failed_run(tmp_path):

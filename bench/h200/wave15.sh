@@ -25,6 +25,9 @@
 #   T_b moved 1.66 -> 2.05, 1.92 -> 1.63, 1.9 -> 2.91, 3.39 -> 2.66 us between sessions 11-13): if a problem's
 #   runs keep different autotuned configs and read apart, the swing is Inductor's compile-time choice.
 #   Then the three RMSNorms' whole-row Triton kernels against PART A's T_b (same session).
+# After C (6c907bb): fresh compiles of h7168 read 2.88 / 2.86 / 1.92 us with R0_BLOCK 2048 / 2048 / 8192 kept,
+# gelu_tanh 3.62 / 2.83 / 3.62 (XBLOCK 512 / 1024 / 512); h4096 and unit offset within 3%. The whole-row
+# Triton RMSNorms read 1.65 / 1.64 / 1.8 us (h4096 / unit offset / h7168). BENCHMARKS.md, session 13.
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 R=/tmp/wave15; mkdir -p "$R"
