@@ -626,3 +626,23 @@ def test_triton_elementwise_takes_the_fast_path_only_compiled_and_for_16_bit_out
     out = next(iter(p.definition.outputs))
     assert f"fast = True and {out}.element_size() == 2 and not _INTERPRETED" in fast
     assert "fast = False and" in exact
+
+
+def test_plan_drops_a_variant_that_renders_an_earlier_ones_sources(problems):
+    """A knob a binding does not use renders the same kernel under another name: exact GELU has no fast form, so
+    its `fast` variants are the accurate ones again and are planned once; gelu_tanh keeps both (the bundled
+    problems). No two planned template candidates of any of these problems share their sources."""
+    bundled = Path(__file__).resolve().parents[1] / "data" / "problems" / "L1"
+    tanh, exact = (load_problem(bundled / n) for n in ("gelu_tanh_f4608_tok256_bf16", "gelu_exact_f3072_tok197_bf16"))
+    grid = next(r for f in FAMILIES if f.name == "elementwise" for r in f.renderers if r.language == "triton")
+
+    def triton_names(p):
+        return [x.name for x in plan(p, "cuda:0", "triton") if "elementwise_triton" in x.name]
+
+    assert len(triton_names(tanh)) == len(grid.variants())
+    names = triton_names(exact)
+    assert len(names) == len(grid.variants()) // 2 and not any("fastTrue" in n for n in names), names
+    for p in [tanh, exact, *problems.values()]:
+        planned = [x.solution for x in plan(p, "cuda:0") if not x.group.startswith("reference")]
+        sources = [tuple((s.path, s.content) for s in sol.sources) for sol in planned]
+        assert len(set(sources)) == len(sources), p.name

@@ -87,8 +87,13 @@ def plan(
             for r in fam.renderers:
                 if r.language != lang or (r.needs_gpu and not gpu) or not r.accepts(binding):
                     continue
+                rendered: set[tuple[tuple[str, str], ...]] = set()
                 for params in r.variants():
                     sol = build_solution(problem, fam.name, r, binding, params)
+                    sources = tuple((src.path, src.content) for src in sol.sources)
+                    if sources in rendered:  # a knob this binding does not use: the same kernel, another name
+                        continue
+                    rendered.add(sources)
                     notes = f"template {fam.name} ({lang}) {params}; ops: {sig}"
                     yield Planned.of(sol, f"{fam.name}/{lang}/{i}", notes, params)
     if want_reference and gpu:
