@@ -9,7 +9,7 @@
 # PART=A (~420 s): T_b of the three RMSNorms in-process, then their Triton group (12 candidates each), then
 #   the one-row floor again with every configuration listed.
 # After A (83a2ae5): no gain. T_b read 2.05 / 1.63 / 2.91 us (session 11: 1.66 / 1.92 / 1.9). Sliced Triton
-# programs that each sum the whole row read 1.70 / 1.66 us at 4 warps (whole rows: 1.89 at 4 warps), and
+# programs that each sum the whole row read 1.70 / 1.66 us at 4 warps (unit offset whole, 4 warps: 1.89), and
 # 2.0-2.6 us at 1-2 warps: the whole-row read costs what slicing saves. h7168's block was cut at 260 s.
 # The floor again: slices of 512 columns over 1-4 warps 1.26-1.38 us; 1024-column programs 1.52-1.73 at
 # any warps; whole rows 1.66 / 1.89.
