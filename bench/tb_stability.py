@@ -202,6 +202,14 @@ def main() -> int:
     runs: list[Run] = read_runs(a.from_runs, problems) if a.from_runs else []
     if a.json_out and not a.from_runs:
         a.json_out.write_text("")
+    def write_outputs() -> str:  # after every problem: a run cut by a time limit keeps what it measured
+        text = render(runs, a.device, a.timer)
+        if a.baselines_out:
+            a.baselines_out.write_text("".join(json.dumps(r) + "\n" for r in fastest_runs(runs)))
+        if a.output:
+            a.output.write_text(text)
+        return text
+
     with tempfile.TemporaryDirectory(prefix="tb_stability.") as scratch:
         for problem in problems if not a.from_runs else ():
             for i in range(1, a.runs + 1):
@@ -212,12 +220,8 @@ def main() -> int:
                 if a.json_out:
                     with a.json_out.open("a") as f:
                         f.write(json.dumps(r.__dict__ | {"configs": list(r.configs)}) + "\n")
-    text = render(runs, a.device, a.timer)
-    if a.baselines_out:
-        a.baselines_out.write_text("".join(json.dumps(r) + "\n" for r in fastest_runs(runs)))
-    if a.output:
-        a.output.write_text(text)
-    print(text, end="")
+            write_outputs()
+    print(write_outputs(), end="")
     return 0 if all(r.error is None for r in runs) else 1
 
 
