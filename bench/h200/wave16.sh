@@ -2,7 +2,8 @@
 # Proposed for session 14 (written in session 13, not yet run). Session 13 found that T_b from torch.compile is
 # one draw of Inductor's runtime autotuner (bench/tb_stability.py: fresh compiles of RMSNorm h7168 read 2.88 /
 # 2.86 / 1.92 us), so every row of the offline table stands on a single draw. This measures T_b for all 16
-# problems as the fastest of two fresh compiles, in two calls of ~27 s a run (16 x 2 runs ~ 860 s), with the
+# problems as the fastest of two fresh compiles, in two calls of ~27-30 s a run (16 x 2 runs ~ 900 s; a call cut
+# at its 480 s limit keeps every problem it finished, since tb_stability.py writes after each), with the
 # same variants as every earlier T_b. Then, on the CPU:
 #   python bench/offline_table.py --records <session 13's table-1 records> --baselines <its T_b files> \
 #       docs/bench/h200_tb_fastest_{a,b}.jsonl -o docs/bench/h200_offline_agents_session14.md
