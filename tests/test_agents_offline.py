@@ -308,6 +308,52 @@ def test_triton_templates_are_correct_in_the_interpreter(tmp_path):
     assert all(v >= 1 for k, v in result.items() if "/split3" in k), result
 
 
+
+_MLP_TMA_SCRIPT = r"""
+import itertools, json, sys, types, torch
+sys.path.insert(0, sys.argv[1])
+from tests.test_agents_offline import write_problem, run_solution_here
+from agents.offline.templates import FAMILIES, build_solution
+from agents.offline.graph import trace_ops
+from sol_bench.problem import load_problem
+import pathlib, tempfile
+root = pathlib.Path(tempfile.mkdtemp())
+fam = next(f for f in FAMILIES if f.name == "mlp")
+r = next(r for r in fam.renderers if r.language == "triton")
+ok = {}
+for name in json.loads(sys.argv[2]):
+    p = load_problem(write_problem(root, name))
+    [b] = fam.match(p, trace_ops(p))
+    for split, sil in ((1, False), (3, False), (3, True)):
+        # down tiles of their own; a 32-wide column tile the fit may not narrow
+        params = {**r.variants()[0], "bm": 16, "bn": 16, "bk": 16, "down_bn": 32, "down_bk": 32, "fit": False,
+                  "tma": True, "split": split, "sum_in_launch": sil}
+        sol = build_solution(p, fam.name, r, b, params)
+        module = types.ModuleType("probe_tma")
+        exec(compile(sol.sources[0].content, "kernel.py", "exec"), module.__dict__)
+        x = torch.zeros(5, 48)
+        took = [module._tma_ready(x), module._tma_ready(x.bfloat16()), module._tma_ready(x[:, 1:]),
+                module._tma_ready(x.t())]
+        try:
+            run_solution_here(p, sol, calls=2)
+            ok[f"{name}/{split}/{sil}"] = took
+        except AssertionError as e:
+            print(name, split, sil, str(e)[:300])
+print("RESULT", json.dumps(ok))
+"""
+
+
+@pytest.mark.slow
+def test_mlp_tma_kernels_are_correct_in_the_interpreter():
+    """The MLP's descriptor-loaded GEMMs (up, down, split-K summed both ways) against the reference; the
+    interpreter takes the descriptor path for float32 and refuses bfloat16, unaligned rows and transposes."""
+    pytest.importorskip("triton.tools.tensor_descriptor")
+    from triton_interp import run_interpreted
+
+    result = run_interpreted(_MLP_TMA_SCRIPT, ["mlp_gelu", "mlp_relu_nobias"], timeout_s=240)
+    assert len(result) == 6, result
+    assert all(took == [True, False, False, False] for took in result.values()), result
+
 # ------------------------------------------------------------------------------------ cuda, nvcc compile
 
 

@@ -312,3 +312,35 @@ def test_tb_stability_reads_the_autotuners_configs_and_reports_a_failed_run(tmp_
                "-o", str(tmp_path / "t.md"))  # fmt: skip
     assert res.returncode == 1 and "| rmsnorm_small | 1 | failed: " in (tmp_path / "t.md").read_text()
     assert "| rmsnorm_small | 1 | - | - | - | - | - |" in (tmp_path / "t.md").read_text()
+
+
+@pytest.mark.slow
+def test_template_sweep_times_each_point_and_keeps_the_failures(tmp_path):
+    """bench/template_sweep.py on the CPU (Triton interpreted): grids laid over the first variant and chained,
+    a repeated point run once, every point checked against the reference, a point that cannot build kept as
+    a row with its error below the matching ones, and the JSON lines one per point."""
+    pytest.importorskip("triton")
+    import os
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from test_agents_offline import write_problem
+
+    problem = write_problem(tmp_path, "mlp_gelu")
+    small = '{"bm": [16], "bn": [16], "bk": [16], "tma": [false, true]}'
+    argv = [sys.executable, "bench/template_sweep.py", str(problem), "--family", "mlp", "--device", "cpu",
+            "--iterations", "1", "--grid", small, "--grid", '{"bm": [16], "bn": [16], "bk": [16], "tma": [true]}',
+            "--grid", '{"bm": [16], "bn": [16], "bk": [7]}', "-o", str(tmp_path / "t.md"),
+            "--json-out", str(tmp_path / "t.jsonl"), "--staging-root", str(tmp_path / "staging")]  # fmt: skip
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=300,
+                         env={**os.environ, "TRITON_INTERPRET": "1"})  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert [(r["params"]["bk"], r["params"].get("tma")) for r in rows] == [(16, False), (16, True), (7, None)]
+    assert [r["matches"] for r in rows[:2]] == ["yes", "yes"] and all(r["us"] > 0 for r in rows[:2])
+    assert rows[2]["us"] is None and "power of 2" in rows[2]["error"]
+    lines = [ln for ln in (tmp_path / "t.md").read_text().splitlines() if ln.startswith("| ") and ln[2].isdigit()]
+    assert len(lines) == 3 and "bk=7" in lines[2] and "power of 2" in lines[2]
+    assert all("| yes |" in ln for ln in lines[:2])
+
+    bad = _run("bench/template_sweep.py", str(problem), "--family", "mlp", "--device", "cpu", "--grid", "[1]")
+    assert bad.returncode == 2 and "JSON object of non-empty lists" in bad.stderr

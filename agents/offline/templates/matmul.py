@@ -92,7 +92,7 @@ BIAS_EPILOGUE = "acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.flo
 
 
 def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False, split_k: bool = False,
-                       sum_in_launch: bool = False) -> str:
+                       sum_in_launch: bool = False, tma: bool = False) -> str:
     """A tiled GEMM ``name(a, b, bias, c, M, N, K, strides..., BM, BN, BK, GROUP)``: grouped program order,
     fp32 accumulators ``acc`` [BM, BN] over rows ``rm`` and columns ``rn``, then ``epilogue`` (lines of
     Triton, e.g. ``BIAS_EPILOGUE`` and an activation) before the one store in c's dtype.
@@ -109,12 +109,25 @@ def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False, 
     ``sum_in_launch`` (with ``split_k``): no second kernel. The partial sums go to ``ws_ptr + s * scs``
     ([SPLIT, M, N] fp32) and ``c`` is the output: each program counts itself in on its tile's arrival counter
     (``cnt_ptr + pid``, int32, zero before the launch), and the one that arrives last adds the SPLIT partials
-    (read through L2), the bias when ``HAS_BIAS``, stores the tile and sets the counter back to zero."""
+    (read through L2), the bias when ``HAS_BIAS``, stores the tile and sets the counter back to zero.
+
+    ``tma``: ``a_ptr`` and ``b_ptr`` are tensor descriptors (``TMA_DESCRIPTORS``), A [M, K] in blocks [BM, BK]
+    and B as stored by a linear layer, [N, K] in blocks [BN, BK]; the copy engine fetches the tiles and fills
+    rows and columns past the edges with zeros, so the loop has no masks (``sam``-``sbn`` are unused)."""
+    if three_way and tma:
+        raise ValueError("a three-way GEMM launch reads through pointers, not tensor descriptors")
     if three_way and split_k:
         raise ValueError("a GEMM launch is either three-way or split over K, not both")
     if sum_in_launch and not split_k:
         raise ValueError("sum_in_launch adds up the slices of a split_k launch")
     lines = "\n    ".join(epilogue)
+    pointer_body = """ka = k0 + rk
+        av = tl.load(a_ptr + rm[:, None] * sam + ka[None, :] * sak, mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)
+        bv = tl.load(b_ptr + ka[:, None] * sbk + rn[None, :] * sbn, mask=(ka[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(av, bv, acc)"""
+    tma_body = """av = a_ptr.load([pid_m * BM, k0])
+        bv = b_ptr.load([pid_n * BN, k0])
+        acc = tl.dot(av, bv.T, acc)"""
     extra, pick, k_range = "", "", "0, K, BK"
     if three_way:
         extra = " b_off1, b_off2, bias_off1, bias_off2, scz,"
@@ -168,10 +181,7 @@ def {name}(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range({k_range}):
-        ka = k0 + rk
-        av = tl.load(a_ptr + rm[:, None] * sam + ka[None, :] * sak, mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)
-        bv = tl.load(b_ptr + ka[:, None] * sbk + rn[None, :] * sbn, mask=(ka[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(av, bv, acc)
+        {tma_body if tma else pointer_body}
     {lines}
     {store}
 """
@@ -208,6 +218,41 @@ def _fit_split(tiles, k, bk, sms):
     return split
 '''
 
+
+# Host side of ``tma`` GEMMs (``triton_gemm_kernel(..., tma=True)``): descriptors, and whether every operand
+# can have one. Rendered files fall back to the pointer kernels where it cannot.
+TMA_DESCRIPTORS = '''
+
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor as _TensorDescriptor
+except ImportError:  # a Triton without host-side descriptors
+    _TensorDescriptor = None
+
+
+def _tma_ready(*ts):
+    # the copy engine reads 2-D tensors with unit column stride and 16-byte aligned rows and base, on sm_90
+    # and newer. Off CUDA (the interpreter) not for bfloat16: Triton 3.9's interpreter multiplies bfloat16
+    # blocks loaded through descriptors wrongly (float32 and float16 are right).
+    if _TensorDescriptor is None:
+        return False
+    for t in ts:
+        if t.dim() != 2 or t.stride(1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
+            return False
+        if t.is_cuda and torch.cuda.get_device_capability(t.device)[0] < 9:
+            return False
+        if not t.is_cuda and t.dtype == torch.bfloat16:
+            return False
+    return True
+
+
+def _desc(t, rows, cols):
+    return _TensorDescriptor.from_tensor(t, [rows, cols])
+
+
+def _jit_launch(kernel):
+    # descriptor arguments are not hashable: these launches go through the JIT (a graph replays them)
+    return lambda grid, *args, **kwargs: kernel[grid](*args, **kwargs)
+'''
 
 # Adds up split_k partial sums [SPLIT, M, N] (fp32, contiguous) into c, with an optional bias: one row per
 # program along grid axis 0, column blocks along axis 1.

@@ -22,7 +22,7 @@ from sol_bench.problem import Problem
 from ..graph import OpSignature
 from .base import Binding, Family, Renderer, graph_replayed, py_signature, triton_launcher
 from .elementwise import ACTS as ELEMENTWISE_ACTS, one_act_per_structure
-from .matmul import BIAS_EPILOGUE, FIT_TILES, SPLIT_SUM, triton_gemm_kernel
+from .matmul import BIAS_EPILOGUE, FIT_TILES, SPLIT_SUM, TMA_DESCRIPTORS, triton_gemm_kernel
 
 _ALLOWED = {"mm", "addmm", "matmul", "t", "permute", "transpose", "_to_copy", "add", "mul", "div", "pow", "rsub",
             "erf", "tanh", "sigmoid", "relu", "gelu", "silu", "view", "_unsafe_view", "reshape", "expand", "clone",
@@ -102,15 +102,14 @@ import torch.nn.functional as F
 """
 
 
-def _gemm_kernel(name: str, bias: bool, act: str | None) -> str:
+def _gemm_kernel(name: str, bias: bool, act: str | None, tma: bool = False) -> str:
     epilogue = ([BIAS_EPILOGUE] if bias else []) + (["v = acc", f"acc = {ACTS[act][1]}"] if act else [])
-    return triton_gemm_kernel(name, epilogue)
+    return triton_gemm_kernel(name, epilogue, tma=tma)
 
 
 # sum_in_launch: the last slice of each tile to finish adds the partials in the same launch; it needs arrival
 # counters, int32 zeros per device that every launch leaves at zero again.
 _SUM_IN_LAUNCH_HELPERS = """
-_down_split_sum_launch = _Launcher(_down_split_sum)
 _COUNTERS = {}
 
 
@@ -122,40 +121,81 @@ def _arrival_counters(like, n):
 """
 
 
+def _launcher(name: str, tma: bool) -> str:
+    """The launch of kernel ``name``: through descriptors when this call can use them (``tma``), or pointers."""
+    return f"(_{name}_tma_launch if use_tma else _{name}_launch)" if tma else f"_{name}_launch"
+
+
+def _operands(a: str, b: str, tma: bool, bm: str, bn: str, bk: str) -> str:
+    """A and B of one GEMM: descriptors in blocks [bm, bk] and [bn, bk] under ``tma``, else the tensors."""
+    if not tma:
+        return f"{a}, {b}"
+    return f"(_desc({a}, {bm}, {bk}), _desc({b}, {bn}, {bk})) if use_tma else ({a}, {b})"
+
+
+def _kernels(name: str, source: str, tma_source: str | None) -> tuple[str, str]:
+    """Kernel sources and their launchers: ``name`` by pointers, and ``name_tma`` when given."""
+    launchers = f"_{name}_launch = _Launcher(_{name})"
+    if tma_source is None:
+        return source, launchers
+    return source + tma_source, launchers + f"\n_{name}_tma_launch = _jit_launch(_{name}_tma)"
+
+
 def _split_parts(b: Binding, p: Mapping[str, Any], tiles: str) -> tuple[str, str, str, str]:
     """The split-K down projection's kernels, launchers, a comment and launches: summed by a second kernel, or
     (``sum_in_launch``) by the last slice of each tile."""
-    w2, b2 = b.roles["w2"], b.roles.get("b2")
+    w2, b2, tma = b.roles["w2"], b.roles.get("b2"), bool(p.get("tma"))
     if p.get("sum_in_launch", False):
-        launches = f"""    _down_split_sum_launch((tiles2, split), h, {w2}, {b2 or "h"}, c2, M, N, hidden, h.stride(0), h.stride(1),
-                           {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), k_per, M * N, ws,
-                           _arrival_counters(c2, tiles2), SPLIT=split, HAS_BIAS={b2 is not None}, BN=BN2, {tiles})"""
-        return (triton_gemm_kernel("_down_split_sum", [], split_k=True, sum_in_launch=True), _SUM_IN_LAUNCH_HELPERS,
-                "which the last slice of each tile to finish adds up", launches)  # fmt: skip
-    launches = f"""    _down_split_launch((tiles2, split), h, {w2}, h, ws, M, N, hidden, h.stride(0), h.stride(1), {w2}.stride(1),
-                       {w2}.stride(0), N, 1, k_per, M * N, BN=BN2, {tiles})
+        kernels, launchers = _kernels(
+            "down_split_sum", triton_gemm_kernel("_down_split_sum", [], split_k=True, sum_in_launch=True),
+            triton_gemm_kernel("_down_split_sum_tma", [], split_k=True, sum_in_launch=True, tma=True) if tma else None)
+        launches = f"""    {_launcher("down_split_sum", tma)}((tiles2, split), opa, opb, {b2 or "h"}, c2, M, N, hidden, h.stride(0),
+        h.stride(1), {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), k_per, M * N, ws,
+        _arrival_counters(c2, tiles2), SPLIT=split, HAS_BIAS={b2 is not None}, BN=BN2, {tiles})"""
+        return (kernels, launchers + _SUM_IN_LAUNCH_HELPERS, "which the last slice of each tile to finish adds up",
+                launches)  # fmt: skip
+    kernels, launchers = _kernels(
+        "down_split", triton_gemm_kernel("_down_split", [], split_k=True),
+        triton_gemm_kernel("_down_split_tma", [], split_k=True, tma=True) if tma else None)
+    launches = f"""    {_launcher("down_split", tma)}((tiles2, split), opa, opb, h, ws, M, N, hidden, h.stride(0), h.stride(1),
+        {w2}.stride(1), {w2}.stride(0), N, 1, k_per, M * N, BN=BN2, {tiles})
     _sum_launch((M, triton.cdiv(N, 1024)), ws, {b2 or "ws"}, c2, N, M * N, c2.stride(0), c2.stride(1), SPLIT=split,
                 HAS_BIAS={b2 is not None}, BLOCK=1024, num_warps=4)"""
-    return (triton_gemm_kernel("_down_split", [], split_k=True) + SPLIT_SUM,
-            "_down_split_launch = _Launcher(_down_split)\n_sum_launch = _Launcher(_sum_splits)",
-            "then one kernel adds them up", launches)  # fmt: skip
+    return (kernels + SPLIT_SUM, launchers + "\n_sum_launch = _Launcher(_sum_splits)", "then one kernel adds them up",
+            launches)  # fmt: skip
+
+
+_TILE_KEYS = ("bm", "bn", "bk", "num_warps", "stages")
+
+
+def _tiles(p: Mapping[str, Any], down: bool = False) -> dict[str, Any]:
+    """One GEMM's tiles: the up projection's (``bm`` ...), or the down projection's (``down_bm`` ..., each
+    defaulting to the up projection's)."""
+    return {k: p.get(f"down_{k}", p[k]) if down else p[k] for k in _TILE_KEYS}
 
 
 def _render_launches(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     r, y = b.roles, _out(problem)
     x, w1, w2, b1, b2 = r["x"], r["w1"], r["w2"], r.get("b1"), r.get("b2")
-    tiles = f"BM=BM, BK=BK, GROUP=8, num_warps={p['num_warps']}, num_stages={p['stages']}"
-    split_kernels, split_launchers, split_how, split_launches = _split_parts(b, p, tiles)
+    tma, fit = bool(p.get("tma")), p.get("fit", True)
+    up, down = _tiles(p), _tiles(p, down=True)
+    tiles1 = f"BM=BM, BK=BK, GROUP=8, num_warps={up['num_warps']}, num_stages={up['stages']}"
+    tiles2 = f"BM=BM2, BK=BK2, GROUP=8, num_warps={down['num_warps']}, num_stages={down['stages']}"
+    split_kernels, split_launchers, split_how, split_launches = _split_parts(b, p, tiles2)
+    up_kernels, up_launchers = _kernels("up", _gemm_kernel("_up", b1 is not None, b.consts["act"]),
+                                        _gemm_kernel("_up_tma", b1 is not None, b.consts["act"], True) if tma else None)
+    down_kernels, down_launchers = _kernels("down", _gemm_kernel("_down", b2 is not None, None),
+                                            _gemm_kernel("_down_tma", b2 is not None, None, True) if tma else None)
     return f"""import torch
 import triton
 import triton.language as tl
 
-{_gemm_kernel("_up", b1 is not None, b.consts["act"])}
-{_gemm_kernel("_down", b2 is not None, None)}
+{up_kernels}
+{down_kernels}
 {split_kernels}
-{triton_launcher()}{FIT_TILES}
-_up_launch = _Launcher(_up)
-_down_launch = _Launcher(_down)
+{triton_launcher()}{FIT_TILES}{TMA_DESCRIPTORS if tma else ""}
+{up_launchers}
+{down_launchers}
 {split_launchers}
 
 
@@ -170,23 +210,27 @@ _down_launch = _Launcher(_down)
         {"c2.copy_(" + b2 + ".expand_as(c2))" if b2 else "c2.zero_()"}
         return
     h = torch.empty((M, hidden), dtype={x}.dtype, device={x}.device)
-    BM, BK, sms = {p["bm"]}, {p["bk"]}, _sms(a2)
-    BN1 = _fit_bn(M, hidden, BM, {p["bn"]}, 1, sms)
+    sms = _sms(a2)
+    {f"use_tma = _tma_ready(a2, {w1}, {w2}, h)" if tma else "# pointer loads"}
+    BM, BK = {up["bm"]}, {up["bk"]}
+    BN1 = {f'_fit_bn(M, hidden, BM, {up["bn"]}, 1, sms)' if fit else up["bn"]}
+    opa, opb = {_operands("a2", w1, tma, "BM", "BN1", "BK")}
     # W1 [I, K] and W2 [NO, I] are read as (k, n) through their strides: no transposed copies
-    _up_launch((triton.cdiv(M, BM) * triton.cdiv(hidden, BN1),), a2, {w1}, {b1 or "a2"}, h, M, hidden, K,
-               a2.stride(0), a2.stride(1), {w1}.stride(1), {w1}.stride(0), h.stride(0), h.stride(1), BN=BN1, {tiles})
-    BN2 = {p["bn"]}
-    tiles2 = triton.cdiv(M, BM) * triton.cdiv(N, BN2)
+    {_launcher("up", tma)}((triton.cdiv(M, BM) * triton.cdiv(hidden, BN1),), opa, opb, {b1 or "a2"}, h, M, hidden, K,
+        a2.stride(0), a2.stride(1), {w1}.stride(1), {w1}.stride(0), h.stride(0), h.stride(1), BN=BN1, {tiles1})
+    BM2, BN2, BK2 = {down["bm"]}, {down["bn"]}, {down["bk"]}
+    tiles2 = triton.cdiv(M, BM2) * triton.cdiv(N, BN2)
     split = {_split_expr(p)}
     if split == 1:
-        BN2 = _fit_bn(M, N, BM, BN2, 1, sms)
-        _down_launch((triton.cdiv(M, BM) * triton.cdiv(N, BN2),), h, {w2}, {b2 or "h"}, c2, M, N, hidden,
-                     h.stride(0), h.stride(1), {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), BN=BN2,
-                     {tiles})
+        {"BN2 = _fit_bn(M, N, BM2, BN2, 1, sms)" if fit else "# the column tile as given"}
+        opa, opb = {_operands("h", w2, tma, "BM2", "BN2", "BK2")}
+        {_launcher("down", tma)}((triton.cdiv(M, BM2) * triton.cdiv(N, BN2),), opa, opb, {b2 or "h"}, c2, M, N, hidden,
+            h.stride(0), h.stride(1), {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), BN=BN2, {tiles2})
         return
     # the down projection's K (the hidden width) in slices: fp32 partial sums, {split_how}
-    k_per = triton.cdiv(triton.cdiv(hidden, BK), split) * BK
+    k_per = triton.cdiv(triton.cdiv(hidden, BK2), split) * BK2
     ws = torch.empty((split, M, N), dtype=torch.float32, device={x}.device)
+    opa, opb = {_operands("h", w2, tma, "BM2", "BN2", "BK2")}
 {split_launches}
 """
 
@@ -194,7 +238,7 @@ _down_launch = _Launcher(_down)
 def _split_expr(p: Mapping[str, Any]) -> str:
     """The down projection's K split: ``auto`` fits it to the SMs at run time (``_fit_split``), a number forces it."""
     split = p.get("split", "auto")
-    return "_fit_split(tiles2, hidden, BK, sms)" if split == "auto" else str(int(split))
+    return "_fit_split(tiles2, hidden, BK2, sms)" if split == "auto" else str(int(split))
 
 
 def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
