@@ -107,7 +107,7 @@ def test_gpu_plan_proposes_the_cuda_rope_kernel_first():
 
     p = load_problem(ROPE_10K)
     names = [x.solution.name for x in plan(p, "cuda:0")]
-    assert names[0] == "rope_q32_kv8_d128_theta10000_bf16__rope_cuda_cpp_threads128"
+    assert names[0] == "rope_q32_kv8_d128_theta10000_bf16__rope_cuda_cpp_threadscover"
     assert any("__rope_triton_" in n for n in names) and names[-1].endswith("__ref_eager")
     first = likely_candidates(p, "cuda:0", 3)
     assert first[0].name == names[0] and first[0].spec.languages[0].value == "cuda_cpp"
@@ -222,7 +222,8 @@ def test_cuda_source_is_light_and_one_launch():
         kernel = files["kernel.cu"]
         assert includes(kernel) <= LIGHT_HEADERS, includes(kernel) - LIGHT_HEADERS
         assert "__sinf(" not in kernel and "__cosf(" not in kernel and "__powf(" not in kernel and "sincosf(" in kernel
-        assert "(float)10000.0" in kernel and f", {params['threads']});" in kernel
+        threads = 0 if params["threads"] == "cover" else params["threads"]  # 0: the launcher sizes the CTA
+        assert "(float)10000.0" in kernel and f", {threads});" in kernel
         assert kernel.count("<<<") == 2  # one launch per call: vectorized, or the unaligned fallback
 
 

@@ -10,7 +10,15 @@
 #   fastest of two fresh compiles for the MLP, softmax and RoPE (rows whose T_b is a compile draw).
 #   Prediction: descriptor loads take the up projection from 7.7 to ~5.5 us, and a down projection of 64x64
 #   or 128x64 tiles over 2-4 slices beats the 8-slice split (smaller fp32 partials to add): MLP 18 -> ~13 us.
-# PART B: the MLP's new planned grid judged by bench_offline_agents; T_b fastest-of-two for the linears and MHA.
+#   Outcome: wrong. 96 tilings read 17.6-29 us; each kernel stays near its time (up 7.5-7.8, 8-slice down
+#   5.7-6.1, sum 2.3-2.5); descriptors gain ~0.5 us. RoPE's T_b read 3.20 / 3.30 us (session 11's, in the
+#   tables so far: 6.8), so its row falls from 0.72 to ~0.55 with its 2.6 us kernel.
+# PART B: the MLP's new planned grid and RoPE's CUDA kernel with a CTA covering a token's chunks ("cover": 320
+#   threads for 40 heads x 8 chunks, every load issued before the barrier), judged by bench_offline_agents
+#   against PART A's T_b; then T_b fastest-of-two for the two plain linears, MHA and linear_bias.
+#   Prediction: RoPE 2.6 -> ~1.9-2.0 us (one DRAM round trip less for the 64 threads that had a second chunk),
+#   scoring ~0.62 against 3.2; MLP ~17.2 us.
+# PART C: T_b fastest-of-two for the decode attentions.
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 L1=data/problems/L1 L2=data/problems/L2
@@ -23,6 +31,15 @@ stability() {  # stability NAME SECONDS PROBLEMS...
       > "$OUT/tb_stability_$n.log" 2>&1
   echo "tb_stability rc=$?" >> "$OUT/tb_stability_$n.log"; tail -8 "$OUT/tb_stability_$n.log"
 }
+bench() {  # bench NAME TIMEOUT BASELINES PROBLEMS...
+  local n=$1 t=$2 base=$3; shift 3
+  timeout "$t" python3 bench/bench_offline_agents.py "$@" --device cuda --timer cupti \
+      --max-candidates ${CANDIDATES:-9} --problem-seconds ${PROBLEM_SECONDS:-90} --max-workloads 1 --timeout 120 \
+      --baselines "$base" --prebuild-jobs 14 --confirm 1 ${ONLY:+--only-groups "$ONLY"} \
+      -o "$OUT/offline_$n.md" --json-out "$OUT/offline_$n.jsonl" > "$OUT/offline_$n.log" 2>&1
+  echo "offline rc=$?" >> "$OUT/offline_$n.log"
+  grep -v "^built" "$OUT/offline_$n.log" | tail -12
+}
 PIN_DOWN='"down_bm": [64], "down_bn": [128], "down_bk": [64], "down_num_warps": [4], "down_stages": [4]'
 case "${PART:-A}" in
   A) python3 -c "import triton, torch; print('triton', triton.__version__, 'torch', torch.__version__)"
@@ -34,4 +51,9 @@ case "${PART:-A}" in
        -o "$OUT/mlp_sweep.md" --json-out "$OUT/mlp_sweep.jsonl" > "$OUT/mlp_sweep.log" 2>&1
      echo "sweep rc=$?"; grep -c '^\[' "$OUT/mlp_sweep.log"; head -30 "$OUT/mlp_sweep.md"
      stability a 220 $MLP $L1/softmax_v128256_fp32 $L1/rope_q32_kv8_d128_theta10000_bf16 ;;
+  B) ONLY=rope/cuda_cpp CANDIDATES=3 bench rope 150 docs/bench/h200_tb_fastest_session14_a.jsonl $L1/rope_q32_kv8_d128_theta10000_bf16
+     ONLY=mlp/triton CANDIDATES=4 bench mlp 130 docs/bench/h200_tb_fastest_session14_a.jsonl $MLP
+     stability b 300 $L1/linear_k8192_n1024_bf16 $L1/linear_k4096_n4096_bf16 $L2/encoder_attention_h768_heads12_n197_bf16 \
+         $L1/linear_bias_k3584_n512_bf16 ;;
+  C) stability c 200 $L1/decode_attention_q32_kv8_d128_bf16 $L1/decode_attention_q64_kv8_d128_bf16 ;;
 esac

@@ -253,12 +253,20 @@ FAMILY = Family(
         Renderer("pytorch", False, {}, render_pytorch),
         Renderer(
             "triton", True,
-            {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4, 8), "stages": (4, 3), "graph": (True,),
-             "split": ("auto",), "sum_in_launch": (False,)},
+            # first, the session-14 sweep's best (bench/template_sweep.py on the bundled vision MLP): tensor-
+            # descriptor loads, the up projection in 64-column tiles over BK 128, the down one in 64x64 tiles
+            # over 8 slices of K; then the earlier grid, descriptors first
+            ({"bm": (64,), "bn": (64,), "bk": (128,), "num_warps": (4,), "stages": (3,), "tma": (True,),
+              "down_bn": (64,), "down_bk": (64,), "down_stages": (4,), "graph": (True,), "split": (8, "auto"),
+              "sum_in_launch": (False,)},
+             {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4, 8), "stages": (4, 3), "tma": (True, False),
+              "graph": (True,), "split": ("auto",), "sum_in_launch": (False,)}),
             render_triton,
         ),  # fmt: skip
         # bk 128 (21.2 us) and 6 stages (18.1) against 18.1-18.2 for this grid's first points (session 13): no
-        # gain from fewer, larger K steps in flight.
+        # gain from fewer, larger K steps in flight. Session 14's sweep of 96 tilings (tiles, descriptors, 1-8
+        # slices, in-launch sums) read 17.6-29 us: every kernel stays near its time (up 7.5-7.8, 8-slice down
+        # 5.7-6.1, sum 2.3-2.5 us); descriptors gain ~0.5 us.
         # sum_in_launch (the last slice of each tile adds the partials in the same launch) read 25.6 us against
         # 18.0 us for the two-kernel sum on the bundled vision MLP (session 11): 24 tiles leave the reduction
         # to 24 CTAs at the launch's tail, where the sum kernel spreads it over 197. Kept, tested, not planned.

@@ -10,7 +10,8 @@ input, or a number in the reference (``THETA = 10000.0``, a literal base of ``**
 value × style is a binding and the probe keeps the one that reproduces the reference (the first, if several).
 Kernel (CUDA): one CTA per token: its D/2 cos/sin computed once into shared memory (fp32, as the reference:
 powf, a correctly rounded reciprocal, full-precision sincosf: angles reach ~1e5 rad), then every pair chunk
-of every q and k head of that token rotated with 16-byte loads; one launch for q and k. Launcher: grid = T.
+of every q and k head of that token rotated with 16-byte loads; one launch for q and k. Launcher: grid = T;
+``threads`` "cover" sizes the CTA to one chunk a thread (up to 1024), so every load is issued before the barrier.
 Triton: one program per token, cos/sin once, heads in blocks of BLOCK_H; inv_freq from the reference's own
 torch expression, cached per (device, D). Notes at the bottom.
 """
@@ -363,6 +364,13 @@ void launch_rope(const at::Tensor& q, const at::Tensor& k, const at::Tensor& qo,
   T* qop = reinterpret_cast<T*>(qo.data_ptr());
   T* kop = reinterpret_cast<T*>(ko.data_ptr());
   const P* pp = reinterpret_cast<const P*>(pos.data_ptr());
+  if (threads <= 0) {
+    // one chunk a thread where a CTA can hold them all: every thread's chunk is then loaded before the
+    // barrier, and a token costs one DRAM round trip instead of two
+    const long long chunks = (long long)(hq + hkv) * (aligned ? half / V : half);
+    const long long want = (chunks + 31) / 32 * 32;
+    threads = (int)(want < 32 ? 32 : want > 1024 ? 1024 : want);
+  }
   if (aligned)
     rope_tokens<T, P, V, INTERLEAVED><<<tokens, threads, 0, stream>>>(qp, kp, qop, kop, pp, hq, hkv, d, theta, inv_d);
   else
@@ -380,6 +388,7 @@ def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict[str,
     inter = "true" if b.consts["style"] == "interleaved" else "false"
     hkv = f"(int)({k}.numel() / (tokens * d))" if len(heads) > 1 else "0"
     checks = " && ".join(f"{n}.is_contiguous()" for n in dict.fromkeys([q, k, qo, ko, pos]))
+    threads = 0 if p["threads"] == "cover" else int(p["threads"])  # 0: the launcher covers the token's chunks
     body = f"""  const long long d = {q}.size(-1);
   const long long tokens = {pos}.numel();
   if (tokens == 0 || d == 0) return;
@@ -392,9 +401,9 @@ def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict[str,
   const float theta = (float){_theta(b)};
   DISPATCH_FLOAT({q}.scalar_type(), scalar_t, {{
     if ({pos}.scalar_type() == at::kLong)
-      launch_rope<scalar_t, int64_t, {inter}>({q}, {k}, {qo}, {ko}, {pos}, tokens, hq, hkv, (int)d, theta, {p["threads"]});
+      launch_rope<scalar_t, int64_t, {inter}>({q}, {k}, {qo}, {ko}, {pos}, tokens, hq, hkv, (int)d, theta, {threads});
     else if ({pos}.scalar_type() == at::kInt)
-      launch_rope<scalar_t, int32_t, {inter}>({q}, {k}, {qo}, {ko}, {pos}, tokens, hq, hkv, (int)d, theta, {p["threads"]});
+      launch_rope<scalar_t, int32_t, {inter}>({q}, {k}, {qo}, {ko}, {pos}, tokens, hq, hkv, (int)d, theta, {threads});
     else
       TORCH_CHECK(false, "rope template: positions must be int64 or int32");
   }});"""
@@ -408,7 +417,7 @@ ROPE = Family(
     renderers=(
         Renderer("pytorch", False, {}, render_pytorch),
         Renderer("triton", True, {"block_h": (4, 8), "num_warps": (4, 2)}, render_triton),
-        Renderer("cuda_cpp", True, {"threads": (128, 256)}, render_cuda, file=CUDA_FILE),
+        Renderer("cuda_cpp", True, {"threads": ("cover", 128, 256)}, render_cuda, file=CUDA_FILE),
     ),
 )
 
