@@ -484,7 +484,7 @@ def test_graph_variant_writes_the_reference_into_the_destinations_off_cuda(probl
     assert not compiled.solution(p, compiled.VARIANTS[0]).spec.destination_passing_style
     module = types.ModuleType("graph_wrapper_under_test")
     exec(compile(compiled.render(p, graph_variant), "kernel.py", "exec"), module.__dict__)
-    module._compiled = module._reference_run  # the wrapper under test, not Inductor's CPU compile
+    module._compiled = module._target  # the wrapper under test, not Inductor's CPU compile
     ref = load_reference(p.definition)
     w = p.workloads[0]
     inputs = make_inputs(p.definition, w, "cpu", seed=3, reference=ref)
@@ -493,7 +493,7 @@ def test_graph_variant_writes_the_reference_into_the_destinations_off_cuda(probl
     assert module.solforge_entry(*inputs.values(), out) is None
     assert torch.equal(out, expected) and module._graphs == {}
     with pytest.raises(RuntimeError, match="returned 1 outputs, the definition names 2"):
-        module._graphed(module._reference_run, (*inputs.values(), out, out.clone()), 2)
+        module._graphed(module._into(module._reference_run, 2), (*inputs.values(), out, out.clone()))
 
 
 def test_graph_replayed_triton_files_call_straight_through_off_cuda():

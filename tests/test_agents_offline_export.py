@@ -77,6 +77,23 @@ def test_exported_candidate_passes_the_judge_on_cpu(rmsnorm, exported, variant, 
 
 
 @pytest.mark.slow
+def test_graph_variant_exports_kernels_that_store_into_the_outputs(rmsnorm, tmp_path):
+    """The CUDA-graph variant's export is destination-passing: the output buffer is an argument of Inductor's
+    module, whose kernel writes it (no copy after), and the candidate passes the judge."""
+    pytest.importorskip("sol_bench.judge")
+    graph = export.VARIANTS[1]
+    assert graph.cuda_graph
+    modules = export.export_problem(rmsnorm, "cpu", graph)
+    assert len(modules) == 3 and all(m.outputs == 1 and m.order == (0, 1, 3) and not m.single for m in modules)
+    assert all("return ()" in m.source and ".copy_(" not in m.source for m in modules)
+    sol = export.solution(rmsnorm, modules, graph)
+    assert sol.spec.destination_passing_style and "_graphed(_exported, args)" in sol.sources[0].content
+    assert judge_cli(rmsnorm, sol, tmp_path) == ["PASSED"] * len(rmsnorm.workloads)
+    with pytest.raises(ValueError, match="for the CUDA-graph variant"):
+        export.solution(rmsnorm, modules, PLAIN)
+
+
+@pytest.mark.slow
 def test_entry_reproduces_the_reference_and_refuses_an_unknown_signature(rmsnorm, exported, tmp_path):
     entry = _entry(export.solution(rmsnorm, exported, PLAIN), tmp_path)
     ref = load_reference(rmsnorm.definition)
@@ -185,7 +202,8 @@ def test_agent_exports_once_and_skips_what_does_not_export(rmsnorm, monkeypatch)
     while (c := agent.propose(rmsnorm, history, "cuda:0")) is not None:
         names.append(c.solution.name)
         history.append(AttemptFeedback(c.solution.name, c.solution, (WorkloadFeedback("rms-1", "PASSED", 0.01),)))
-    assert calls == [("rmsnorm_small", "cuda:0", "exported_cudagraph")]  # both variants share one export
+    # the graph variant's export is destination-passing, the plain one's returns its results: one try each
+    assert calls == [("rmsnorm_small", "cuda:0", "exported_cudagraph"), ("rmsnorm_small", "cuda:0", "exported")]
     skipped = agent.not_exported(rmsnorm)
     assert set(skipped) == {"rmsnorm_small__ref_exported_cudagraph", "rmsnorm_small__ref_exported"}
     assert all("torch.compile failed" in why for why in skipped.values())
@@ -215,9 +233,10 @@ def test_agent_proposes_the_exports_it_made(rmsnorm, exported, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     got = _drive(OfflineAgent(only_groups=("reference/exported",)), rmsnorm)
     assert [c.solution.name for c in got] == ["rmsnorm_small__ref_exported_cudagraph", "rmsnorm_small__ref_exported"]
-    assert made == ["exported_cudagraph"]
+    assert made == ["exported_cudagraph", "exported"]
     graphed, plain = (c.solution.sources[0].content for c in got)
-    assert "_graphed(_exported, args, 1)" in graphed and "return _exported(*args)" in plain
+    # modules that return their results, in the graph variant: copied into the outputs
+    assert "_graphed(_into(_exported, 1), args)" in graphed and "return _exported(*args)" in plain
     assert [s.path for s in got[0].solution.sources][1:] == ["exported_0.py", "exported_1.py", "exported_2.py"]
 
 

@@ -129,8 +129,9 @@ class OfflineAgent:
         return "offline" + (f":{self.language}" if self.language else "")
 
     def _exported(self, device: str, problem: Problem, variant: CompileVariant) -> Solution:
-        # The variants of one problem share Inductor's code (they differ in how the entry calls it): export once.
-        key = (problem.name, device, repr(sorted(export.config_patches(variant).items())))
+        # Variants with the same settings share Inductor's code, except that the CUDA-graph one is exported
+        # destination-passing (its kernels store into the outputs): one export of each.
+        key = (problem.name, device, repr(sorted(export.config_patches(variant).items())), variant.cuda_graph)
         if key not in self._exports:
             try:
                 self._exports[key] = export.export_problem(problem, device, variant, self.export_seconds)

@@ -2,7 +2,9 @@
 
 Each is a pytorch-language solution whose one file is the reference source followed by a wrapper. The plain
 ones return what the reference returns (destination_passing_style False); the CUDA-graph ones take the
-outputs as arguments and replay one graph per buffer set that writes into them (``replay._graphed``). The
+outputs as arguments and replay one graph per buffer set that writes into them (``replay._graphed``): what is
+compiled is the reference with its copy into the outputs (``replay._into``), so Inductor's kernels store the
+results straight into the judge's buffers rather than a copy kernel after them. The
 eager one is the safety net that always passes; the compiled ones are where the speed comes from on a GPU.
 """
 
@@ -51,6 +53,7 @@ _WRAPPER = """
 # ---- solforge offline wrapper: {variant} ----
 {replay}
 _reference_run = run
+_target = {target}
 _compiled = {compiled}
 
 
@@ -61,15 +64,16 @@ def solforge_entry(*args):
 
 def render(problem: Problem, variant: CompileVariant) -> str:
     if variant.mode is None:
-        compiled = "_reference_run"
+        compiled = "_target"
     else:
         opts = dict(variant.options)
         extra = f", options={opts!r}" if opts else f", mode={variant.mode!r}"
-        compiled = f"_torch.compile(_reference_run, dynamic=False{extra})"
+        compiled = f"_torch.compile(_target, dynamic=False{extra})"
     n_out = len(problem.definition.outputs)
-    call = f"_graphed(_compiled, args, {n_out})" if variant.cuda_graph else "return _compiled(*args)"
+    target = f"_into(_reference_run, {n_out})" if variant.cuda_graph else "_reference_run"
+    call = "_graphed(_compiled, args)" if variant.cuda_graph else "return _compiled(*args)"
     return problem.definition.reference.rstrip() + "\n" + _WRAPPER.format(
-        variant=variant.name, replay=replay_source(), compiled=compiled, call=call
+        variant=variant.name, replay=replay_source(), target=target, compiled=compiled, call=call
     )
 
 

@@ -58,12 +58,14 @@ class NotExportable(Exception):
 @dataclass(frozen=True)
 class ExportedModule:
     """Inductor's module for one input signature: its source, which arguments its ``call`` takes, in which
-    order (indices into the reference's arguments), and whether the reference returns one tensor."""
+    order (indices into the reference's arguments, outputs after inputs when destination-passing), and
+    whether the reference returns one tensor."""
 
     key: tuple[Any, ...]
     source: str
     order: tuple[int, ...]
     single: bool
+    outputs: int = 0  # destination-passing: ``call`` writes this many output buffers (the last arguments)
 
 
 def config_patches(variant: CompileVariant) -> dict[str, Any]:
@@ -88,8 +90,12 @@ def _clone(args: Sequence[Any]) -> list[Any]:
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
 
 
-def export_workload(run, args: Sequence[Any], variant: CompileVariant, where: str, check) -> ExportedModule:
-    """Compile ``run`` on ``args`` and return Inductor's module for them, checked by ``check(got, want)``."""
+def export_workload(run, args: Sequence[Any], variant: CompileVariant, where: str, check,
+                    outputs: int = 0) -> ExportedModule:
+    """Compile ``run`` on ``args`` and return Inductor's module for them, checked by ``check(got, want)``.
+
+    ``outputs``: ``run`` is destination-passing (``replay._into``): the last ``outputs`` arguments are buffers
+    it writes, which the module's kernels then store into directly; ``got`` and ``want`` are those buffers."""
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.utils import run_and_get_code
 
@@ -124,6 +130,8 @@ def export_workload(run, args: Sequence[Any], variant: CompileVariant, where: st
         torch._dynamo.reset()
     if len(codes) != 1 or len(orders) != 1:
         raise NotExportable(f"{where}: Inductor wrote {len(codes)} modules for {len(orders)} graphs, not one of each")
+    if outputs:
+        want = tuple(compile_args[len(compile_args) - outputs :])
     single = isinstance(want, torch.Tensor)
     wants = (want,) if single else tuple(want) if isinstance(want, (tuple, list)) else None
     if wants is None or not all(isinstance(w, torch.Tensor) for w in wants):
@@ -135,6 +143,10 @@ def export_workload(run, args: Sequence[Any], variant: CompileVariant, where: st
             fresh = _clone(args)
             with torch.no_grad():
                 got = tuple(module.call([fresh[i] for i in order]))
+            if outputs:
+                if got:
+                    raise NotExportable(f"{where}: the destination-passing module returns {len(got)} tensors")
+                got = tuple(fresh[len(fresh) - outputs :])
         except Exception as e:
             raise NotExportable(f"{where}: the exported module failed: {type(e).__name__}: {e}") from e
     if len(got) != len(wants):
@@ -143,13 +155,16 @@ def export_workload(run, args: Sequence[Any], variant: CompileVariant, where: st
         check(got, wants)
     except Exception as e:
         raise NotExportable(f"{where}: the exported module disagrees with the compiled reference: {e}") from e
-    return ExportedModule(replay._signature(args), source, order, single)
+    return ExportedModule(replay._signature(args), source, order, single, outputs)
 
 
 def export_problem(
     problem: Problem, device: str, variant: CompileVariant, max_seconds: float = 300.0
 ) -> tuple[ExportedModule, ...]:
-    """One module per distinct input signature of the problem's workloads, on ``device``."""
+    """One module per distinct input signature of the problem's workloads, on ``device``; destination-passing
+    (outputs after the inputs, written in place) for a CUDA-graph variant."""
+    from sol_bench.inputs import output_specs
+
     d = problem.definition
     ref = load_reference(d)
     out: dict[tuple[Any, ...], ExportedModule] = {}
@@ -158,6 +173,9 @@ def export_problem(
         where = f"{problem.name} workload {w.uuid}"
         inputs = make_inputs(d, w, device, seed=_SEED, reference=ref)
         args = list(inputs.values())
+        n_out = len(d.outputs) if variant.cuda_graph else 0
+        if n_out:
+            args += [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in output_specs(d, w).values()]
         if replay._signature(args) in out:
             continue
         if time.monotonic() - t0 > max_seconds:
@@ -167,7 +185,8 @@ def export_problem(
             for name, g, e in zip(d.outputs, got, wants):
                 compare(name, g, e, w.tolerance)
 
-        m = export_workload(ref.run, args, variant, where, check)
+        run = replay._into(ref.run, n_out) if n_out else ref.run
+        m = export_workload(run, args, variant, where, check, n_out)
         out[m.key] = m
     if not out:
         raise NotExportable(f"{problem.name}: no workloads")
@@ -239,7 +258,13 @@ def solution(problem: Problem, modules: Sequence[ExportedModule], variant: Compi
     digest = hashlib.sha256("".join(m.source for m in modules).encode()).hexdigest()[:12]
     table = "{\n" + "".join(f"    {m.key!r}: ({f!r}, {m.order!r}, {m.single!r}),\n" for f, m in files.items()) + "}"
     n_out = len(problem.definition.outputs)
-    call = f"_graphed(_exported, args, {n_out})" if variant.cuda_graph else "return _exported(*args)"
+    into = all(m.outputs for m in modules)
+    if into and not variant.cuda_graph:
+        raise ValueError("destination-passing exports are for the CUDA-graph variant")
+    # modules that return their results (an export for the plain variant) get the copy into the outputs
+    call = "return _exported(*args)"
+    if variant.cuda_graph:
+        call = "_graphed(_exported, args)" if into else f"_graphed(_into(_exported, {n_out}), args)"
     entry = _ENTRY.format(
         problem=problem.name, variant=variant.name, replay=replay_source(), table=table, digest=digest, call=call
     )

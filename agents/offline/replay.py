@@ -63,10 +63,19 @@ def _replay_graph(body, args, warmups):
     graph.replay()
 
 
-def _graphed(fn, args, n_outputs):
-    # A reference-derived candidate in destination-passing form: ``args`` are the inputs followed by
-    # ``n_outputs`` output buffers; the graph computes ``fn`` on the inputs and copies its result into the
-    # outputs. Copying inputs into static buffers and cloning outputs instead costs two more launches per
-    # call, whose host gaps the CUPTI window counts (H200: 89-130 µs against 1.4-2.6 µs plain).
-    inputs, outputs = args[: len(args) - n_outputs], args[len(args) - n_outputs :]
-    _replay_graph(lambda: _store(outputs, fn(*inputs)), args, warmups=3)
+def _into(fn, n_outputs):
+    # ``fn`` (the reference, or Inductor's compile of it) in destination-passing form: the returned function
+    # takes the inputs followed by ``n_outputs`` output buffers and copies ``fn``'s result into them. Compiled
+    # as a whole, the copy fuses into the kernels that compute the result: they store into the buffers.
+    def into(*args):
+        split = len(args) - n_outputs
+        _store(args[split:], fn(*args[:split]))
+
+    return into
+
+
+def _graphed(fn, args):
+    # A candidate in destination-passing form (``fn(*args)`` writes the outputs among ``args``), replayed as
+    # one CUDA graph per buffer set. Copying inputs into static buffers and cloning outputs instead costs two
+    # more launches per call, whose host gaps the CUPTI window counts (H200: 89-130 µs against 1.4-2.6 µs).
+    _replay_graph(lambda: fn(*args), args, warmups=3)

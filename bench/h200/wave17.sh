@@ -18,7 +18,15 @@
 #   against PART A's T_b; then T_b fastest-of-two for the two plain linears, MHA and linear_bias.
 #   Prediction: RoPE 2.6 -> ~1.9-2.0 us (one DRAM round trip less for the 64 threads that had a second chunk),
 #   scoring ~0.62 against 3.2; MLP ~17.2 us.
-# PART C: T_b fastest-of-two for the decode attentions.
+#   Outcome: RoPE "cover" 2.1 us (256 threads 2.6, 128 3.1 in the same call): right direction, 0.60 against
+#   3.2. MLP 16.7 us (predicted ~17.2), 0.51. T_b moved little for the linears (<3%), MHA 35.1, linear_bias 7.1.
+# PART C: the reference-derived CUDA-graph candidates now compile the reference together with its copy into
+#   the judge's outputs (replay._into), so Inductor's kernels store into them (before: Inductor's kernel, then a
+#   copy kernel, e.g. gelu_quick exported_cudagraph 4.6 us against T_b 2.2). Judged on the seven memory-bound
+#   rows (exported_cudagraph, then inductor_cudagraph); then T_b fastest-of-two for the decode attentions and
+#   three rows whose T_b is a single older draw (gelu_quick, layernorm, swiglu).
+#   Prediction: exported_cudagraph within 5% of each row's T_b: gelu_quick ~2.2 us (template 2.5), swiglu ~1.3
+#   (1.44), layernorm ~2.0 (2.27); rows become ~1.0x T_b, the geomean gains ~2% (1.35 -> ~1.38).
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 L1=data/problems/L1 L2=data/problems/L2
@@ -55,5 +63,11 @@ case "${PART:-A}" in
      ONLY=mlp/triton CANDIDATES=4 bench mlp 130 docs/bench/h200_tb_fastest_session14_a.jsonl $MLP
      stability b 300 $L1/linear_k8192_n1024_bf16 $L1/linear_k4096_n4096_bf16 $L2/encoder_attention_h768_heads12_n197_bf16 \
          $L1/linear_bias_k3584_n512_bf16 ;;
-  C) stability c 200 $L1/decode_attention_q32_kv8_d128_bf16 $L1/decode_attention_q64_kv8_d128_bf16 ;;
+  C) MEM="$L1/gelu_quick_f4096_tok257_bf16 $L1/swiglu_fwd_i14336_bf16 $L1/layernorm_fwd_h1024_eps5_tok257_bf16
+         $L1/rmsnorm_unit_offset_fwd_h3072_eps6_bf16 $L1/rmsnorm_fwd_h4096_eps5_bf16 $L1/rmsnorm_fwd_h7168_eps6_bf16
+         $L1/gelu_tanh_f4608_tok256_bf16"
+     ONLY=reference/exported_cudagraph,reference/inductor_cudagraph CANDIDATES=2 PROBLEM_SECONDS=60 \
+         bench refs 290 docs/bench/h200_tb_session13_fastest_of_compiles.jsonl $MEM
+     stability c 140 $L1/decode_attention_q32_kv8_d128_bf16 $L1/decode_attention_q64_kv8_d128_bf16
+     stability d 150 $L1/gelu_quick_f4096_tok257_bf16 $L1/swiglu_fwd_i14336_bf16 $L1/layernorm_fwd_h1024_eps5_tok257_bf16 ;;
 esac
