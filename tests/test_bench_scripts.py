@@ -344,3 +344,15 @@ def test_template_sweep_times_each_point_and_keeps_the_failures(tmp_path):
 
     bad = _run("bench/template_sweep.py", str(problem), "--family", "mlp", "--device", "cpu", "--grid", "[1]")
     assert bad.returncode == 2 and "JSON object of non-empty lists" in bad.stderr
+
+
+def test_ipc_offset_refuses_the_cpu_and_tables_each_set_against_local():
+    """bench/ipc_offset.py needs CUDA; its table shows each buffer set's median of round medians and the
+    differences from the child's own caching-allocator buffers."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import ipc_offset
+
+    bad = _run("bench/ipc_offset.py", str(FIXTURE), "--device", "cpu")
+    assert bad.returncode == 2 and "needs a CUDA device" in bad.stderr
+    text = ipc_offset.table([("p", {"ipc": [2.5, 2.6, 2.4], "pool": [2.3, 2.2, 2.4], "local": [2.2, 2.1, 2.3]}, True)])
+    assert "| p | 2.50 | 2.30 | 2.20 | +0.30 | +0.10 | yes |" in text

@@ -27,6 +27,13 @@
 #   three rows whose T_b is a single older draw (gelu_quick, layernorm, swiglu).
 #   Prediction: exported_cudagraph within 5% of each row's T_b: gelu_quick ~2.2 us (template 2.5), swiglu ~1.3
 #   (1.44), layernorm ~2.0 (2.27); rows become ~1.0x T_b, the geomean gains ~2% (1.35 -> ~1.38).
+#   Outcome: wrong. The copy is gone (gelu_quick's graph candidate 4.6 -> 2.6 us) but judged they read
+#   0.1-0.4 us above the same call timed in-process (gelu_quick 2.6 vs 2.21, swiglu 1.47 vs 1.41, layernorm
+#   2.34 vs 2.24, h4096 2.2 vs ~1.6-2.2): no row beats its template. The layernorm T_b run was cut after 1 of 2.
+# PART D: is the judged-vs-in-process offset the buffers? bench/ipc_offset.py times one compiled graph call on
+#   the parent's IPC buffers, a child-owned MemPool and the child's caching allocator, interleaved.
+#   Prediction: if IPC mappings cost, ipc - local ~ +0.1-0.4 us and pool - local ~ 0; otherwise all within
+#   0.05 us and the offset is elsewhere (the worker's process, its context, the harness).
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 L1=data/problems/L1 L2=data/problems/L2
@@ -70,4 +77,8 @@ case "${PART:-A}" in
          bench refs 290 docs/bench/h200_tb_session13_fastest_of_compiles.jsonl $MEM
      stability c 140 $L1/decode_attention_q32_kv8_d128_bf16 $L1/decode_attention_q64_kv8_d128_bf16
      stability d 150 $L1/gelu_quick_f4096_tok257_bf16 $L1/swiglu_fwd_i14336_bf16 $L1/layernorm_fwd_h1024_eps5_tok257_bf16 ;;
+  D) timeout 200 python3 bench/ipc_offset.py $L1/gelu_quick_f4096_tok257_bf16 $L1/swiglu_fwd_i14336_bf16 \
+         $L1/rmsnorm_fwd_h4096_eps5_bf16 $L1/layernorm_fwd_h1024_eps5_tok257_bf16 --device cuda \
+         -o "$OUT/ipc_offset.md" > "$OUT/ipc_offset.log" 2>&1
+     echo "ipc_offset rc=$?"; tail -20 "$OUT/ipc_offset.log" ;;
 esac
