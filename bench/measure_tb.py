@@ -116,10 +116,12 @@ def main() -> int:
     ap.add_argument("--protocol", choices=PROTOCOLS, default="in-process",
                     help="time the variants in this process (sol_bench.baseline) or as candidates of the judge")
     ap.add_argument("--timeout", type=float, default=120.0, help="judge protocol: seconds per workload and variant")
+    ap.add_argument("--compiles", type=int, default=1,
+                    help="in-process protocol: fresh compiles of each torch.compile variant, the fastest counts")
     args = ap.parse_args()
     variants = tuple(v.strip() for v in args.variants.split(",") if v.strip()) if args.variants else None
     cfg = BaselineConfig(device=args.device, variants=variants, warmup=args.warmup, iterations=args.iterations,
-                         timer=args.timer)  # fmt: skip
+                         timer=args.timer, compiles=args.compiles)  # fmt: skip
     cfg.chosen_variants()  # an unknown variant fails here, before any work
     done = set()
     if args.resume and args.output.exists():

@@ -73,6 +73,53 @@ def test_torch_compile_variant_on_cpu():
     assert r.variants[r.best_variant] == r.t_b_ms
 
 
+def test_each_compile_variant_is_compiled_afresh_and_the_fastest_draw_counts(monkeypatch):
+    """compiles=3: three torch.compile calls for the compile variant, each with every compile cache off, one
+    for eager; T_b keeps the fastest draw and the record lists all three in order."""
+    import torch
+
+    problem = load_problem(FIXTURE)
+    real = baseline._variant_callable
+    seen, medians = [], iter([0.5, 0.3, 0.4, 0.2])  # eager, then the compile variant's three draws
+
+    def spy(name, run, inputs, device):
+        seen.append((name, torch.compiler.config.force_disable_caches))
+        return real(EAGER, run, inputs, device)  # eager stands in for Inductor: the draws are what is tested
+
+    class Stats:
+        def __init__(self):
+            self.median_ms, self.iqr_ms, self.method = next(medians), 0.01, "cpu_perf_counter"
+
+    monkeypatch.setattr(baseline, "_variant_callable", spy)
+    monkeypatch.setattr(baseline, "time_callable", lambda *a, **k: Stats())
+    r = measure_workload(problem, problem.workloads[0], load_reference(problem.definition),
+                         replace(FAST, variants=(EAGER, COMPILE_DEFAULT), compiles=3))  # fmt: skip
+    assert seen == [(EAGER, True)] + [(COMPILE_DEFAULT, True)] * 3
+    assert r.compile_draws == {COMPILE_DEFAULT: [0.3, 0.4, 0.2]} and r.variants == {EAGER: 0.5, COMPILE_DEFAULT: 0.2}
+    assert r.best_variant == COMPILE_DEFAULT and r.t_b_ms == 0.2
+    assert not torch.compiler.config.force_disable_caches  # restored after the measurement
+    with pytest.raises(ValueError, match="compiles must be at least 1"):
+        BaselineConfig(compiles=0)
+
+
+def test_a_compile_that_fails_once_leaves_its_variant_out(monkeypatch):
+    problem = load_problem(FIXTURE)
+    real = baseline._variant_callable
+    calls = []
+
+    def second_compile_wrong(name, run, inputs, device):
+        fn = real(EAGER, run, inputs, device)
+        calls.append(name)
+        return (lambda: fn() * 2) if calls.count(COMPILE_DEFAULT) == 2 else fn
+
+    monkeypatch.setattr(baseline, "_variant_callable", second_compile_wrong)
+    r = measure_workload(problem, problem.workloads[0], load_reference(problem.definition),
+                         replace(FAST, variants=(EAGER, COMPILE_DEFAULT), compiles=3))  # fmt: skip
+    assert calls == [EAGER, COMPILE_DEFAULT, COMPILE_DEFAULT]  # no third draw after a mismatch
+    assert set(r.variants) == {EAGER} and COMPILE_DEFAULT not in r.compile_draws
+    assert "outputs differ from eager" in r.failed[COMPILE_DEFAULT]
+
+
 def test_baseline_cli_max_workloads_times_only_the_smallest(tmp_path):
     import json
 
@@ -90,6 +137,8 @@ def test_baseline_cli_max_workloads_times_only_the_smallest(tmp_path):
     records = [json.loads(line) for line in res.output.splitlines() if line.startswith("{")]
     smallest = min(problem.workloads, key=problem.workload_bytes)
     assert [r["uuid"] for r in records] == [smallest.uuid]
+    bad = CliRunner().invoke(cli, ["baseline", str(pdir), "--compiles", "0", "--no-save"])
+    assert bad.exit_code == 2 and "--compiles" in bad.output
 
 
 def test_reference_module_is_importable_by_name():
@@ -100,3 +149,18 @@ def test_reference_module_is_importable_by_name():
     ref = load_reference(problem.definition)
     assert importlib.import_module(ref.module.__name__) is ref.module
     assert ref.run.__module__ == ref.module.__name__
+
+
+@pytest.mark.parametrize("device, compiles", [("cpu", 1), ("cuda", 2), ("cuda:1", 2)])
+def test_baseline_cli_compiles_twice_on_cuda_by_default(monkeypatch, tmp_path, device, compiles):
+    from click.testing import CliRunner
+
+    from solforge.cli import cli
+
+    seen = []
+    monkeypatch.setattr(baseline, "measure_baselines", lambda problem, config: seen.append(config) or [])
+    res = CliRunner().invoke(cli, ["baseline", str(FIXTURE), "--device", device, "--no-save", "--json"])
+    assert res.exit_code == 0, res.output
+    assert [c.compiles for c in seen] == [compiles]
+    res = CliRunner().invoke(cli, ["baseline", str(FIXTURE), "--device", device, "--compiles", "3", "--no-save"])
+    assert res.exit_code == 0 and seen[-1].compiles == 3

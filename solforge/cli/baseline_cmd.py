@@ -28,10 +28,15 @@ from .options import data_dir_option, json_option, problem_dirs_under
 @click.option("--no-save", is_flag=True, help="Measure and print only; store nothing.")
 @click.option("--timer", type=click.Choice(["events", "cupti"]), default="events", show_default=True,
               help="CUDA timer; use the one the judge uses ('cupti': upstream's first-to-last GPU activity window).")
+@click.option("--compiles", type=click.IntRange(min=1),
+              help="Fresh compiles of each torch.compile variant; the fastest counts (Inductor picks kernel configs "
+              "by timing, so one compile is one draw) [2 on CUDA, 1 on the CPU].")
 @json_option
 def baseline_command(problem_dirs, device, data_dir, variants, warmup, iterations, seed, data_root, max_workloads,
-                     no_save, timer, as_json) -> None:  # fmt: skip
+                     no_save, timer, compiles, as_json) -> None:  # fmt: skip
     """Time eager and T_b = best of torch.compile modes and CUDA-graph replay, per workload of each problem.
+
+    Each torch.compile variant is compiled --compiles times afresh and its fastest draw counts.
 
     Stored as DATA_DIR/baselines/<device>/<problem>.json (one record per workload). A PROBLEM_DIR may hold
     many problems. With --json: one record per workload (problem, uuid, device_name, eager_ms, t_b_ms,
@@ -46,9 +51,11 @@ def baseline_command(problem_dirs, device, data_dir, variants, warmup, iteration
     from sol_bench.problem import load_problem
 
     chosen = tuple(v.strip() for v in variants.split(",") if v.strip()) if variants else None
+    if compiles is None:
+        compiles = 2 if device.startswith("cuda") else 1
     config = BaselineConfig(
         device=device, variants=chosen, warmup=warmup, iterations=iterations, seed=seed,
-        ctx=InputContext(data_root=data_root), timer=timer,
+        ctx=InputContext(data_root=data_root), timer=timer, compiles=compiles,
     )  # fmt: skip
     try:
         config.chosen_variants()
