@@ -42,6 +42,7 @@ def _child(conn, problem_dir: str, device: str, rounds: int, iterations: int, ti
 
     try:
         dev = torch.device(device)
+        dev = torch.device("cuda", torch.cuda.current_device() if dev.index is None else dev.index)
         torch.cuda.set_device(dev)
         problem = load_problem(Path(problem_dir))
         ref = load_reference(problem.definition)

@@ -77,12 +77,13 @@ case "${PART:-A}" in
          bench refs 290 docs/bench/h200_tb_session13_fastest_of_compiles.jsonl $MEM
      stability c 140 $L1/decode_attention_q32_kv8_d128_bf16 $L1/decode_attention_q64_kv8_d128_bf16
      stability d 150 $L1/gelu_quick_f4096_tok257_bf16 $L1/swiglu_fwd_i14336_bf16 $L1/layernorm_fwd_h1024_eps5_tok257_bf16 ;;
-  D) timeout 75 python3 bench/ipc_offset.py $L1/gelu_quick_f4096_tok257_bf16 $L1/rmsnorm_fwd_h4096_eps5_bf16 \
+  D) timeout ${IPC_S:-75} python3 bench/ipc_offset.py $L1/gelu_quick_f4096_tok257_bf16 $L1/rmsnorm_fwd_h4096_eps5_bf16 \
          --device cuda --rounds 3 \
          -o "$OUT/ipc_offset.md" > "$OUT/ipc_offset.log" 2>&1
      echo "ipc_offset rc=$?"; tail -20 "$OUT/ipc_offset.log"
      # the product's T_b with fresh in-process compiles (sol_bench.baseline compiles=3): do the draws differ as
      # they did across processes (h7168: 2.88 / 2.86 / 1.92 us)?
+     [ -n "${SKIP_TB:-}" ] && exit 0
      timeout 55 python3 bench/measure_tb.py $L1/rmsnorm_fwd_h7168_eps6_bf16 \
          --device cuda --timer cupti --max-workloads 1 --variants compile-default \
          --compiles 3 -o "$OUT/tb_compiles3.jsonl" > "$OUT/tb_compiles3.log" 2>&1
