@@ -34,6 +34,10 @@
 #   the parent's IPC buffers, a child-owned MemPool and the child's caching allocator, interleaved.
 #   Prediction: if IPC mappings cost, ipc - local ~ +0.1-0.4 us and pool - local ~ 0; otherwise all within
 #   0.05 us and the offset is elsewhere (the worker's process, its context, the harness).
+#   Outcome (3 rounds): gelu_quick ipc 2.45 / pool 2.32 / local 2.31 us, RMSNorm h4096 1.65 / 1.66 / 1.66: IPC
+#   buffers cost +0.14 us on the 2 MB kernel, nothing on the one-row one; the rest of the offset is elsewhere.
+#   The first try failed on "cuda" without an index (fixed). In-process compiles=3 on h7168: 1.89, 1.89,
+#   2.93 us, the same lottery as fresh processes.
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 L1=data/problems/L1 L2=data/problems/L2
