@@ -86,30 +86,49 @@ def renderer_for(problem: Problem, family: str, language: str):
     return fam, bindings[0], r
 
 
+@dataclass
+class Loaded:
+    """One rendered point, loaded here, with its arguments on the problem's first workload."""
+
+    fn: Any
+    args: list[Any]
+    outs: list[torch.Tensor]
+    dps: bool
+
+
+def load_point(problem: Problem, fam, binding, renderer, params: dict[str, Any], device: torch.device,
+               staging: Path, inputs: list[Any]) -> Loaded:
+    from launch_profile import load_candidate
+
+    sol = build_solution(problem, fam.name, renderer, binding, params)
+    fn = load_candidate(sol, str(device), staging)
+    outs = [torch.empty(s, dtype=d, device=device) for s, d in output_specs(problem.definition, problem.workloads[0]).values()]
+    dps = sol.spec.destination_passing_style
+    return Loaded(fn, inputs + outs if dps else list(inputs), outs, dps)
+
+
+def workload_inputs(problem: Problem, device: torch.device) -> tuple[Any, list[Any]]:
+    reference = load_reference(problem.definition)
+    return reference, list(make_inputs(problem.definition, problem.workloads[0], device, 1234, reference).values())
+
+
 def measure_point(problem: Problem, fam, binding, renderer, params: dict[str, Any], device: torch.device,
                   staging: Path, timer: str, iterations: int) -> Point:
-    from launch_profile import _matches, load_candidate
+    from launch_profile import _matches
 
     point = Point(params)
-    workload = problem.workloads[0]
     try:
-        sol = build_solution(problem, fam.name, renderer, binding, params)
-        fn = load_candidate(sol, str(device), staging)
-        reference = load_reference(problem.definition)
-        inputs = list(make_inputs(problem.definition, workload, device, 1234, reference).values())
+        reference, inputs = workload_inputs(problem, device)
+        p = load_point(problem, fam, binding, renderer, params, device, staging, inputs)
         with torch.no_grad():
             expected = reference.run(*inputs)
             expected = [t.clone() for t in (expected if isinstance(expected, (tuple, list)) else (expected,))]
-            outs = [torch.empty(s, dtype=d, device=device) for s, d in output_specs(problem.definition, workload).values()]
-            args = inputs + outs if sol.spec.destination_passing_style else inputs
-            box: list[Any] = []
-            call = lambda: box.append(fn(*args))  # noqa: E731
-            call()
-            got = outs if sol.spec.destination_passing_style else list(box[-1] if isinstance(box[-1], tuple) else (box[-1],))
-            point.matches = _matches(got, expected, workload)
-            box.clear()
-            stats = time_callable(lambda: fn(*args), device, 3 if device.type == "cuda" else 1, iterations, True,
-                                  None, timer=timer if device.type == "cuda" else "events")
+            result = p.fn(*p.args)
+            got = p.outs if p.dps else list(result if isinstance(result, tuple) else (result,))
+            point.matches = _matches(got, expected, problem.workloads[0])
+            del result, got
+            stats = time_callable(lambda: p.fn(*p.args), device, 3 if device.type == "cuda" else 1, iterations, True,
+                                  None, timer=timer if device.type == "cuda" else "events")  # fmt: skip
             point.us = stats.median_ms * 1e3
     except Exception as e:  # noqa: BLE001 - a row says why
         point.error = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}"
@@ -185,22 +204,17 @@ def main() -> int:
               f"({time.perf_counter() - t0:.1f} s)", flush=True)  # fmt: skip
         write(done, problem.name, base, a.out, a.json_out)
     if a.kernels and device.type == "cuda":
-        from launch_profile import gpu_us, load_candidate
+        from launch_profile import gpu_us
 
         best = sorted((p for p in done if p.matches == "yes" and p.us is not None), key=lambda p: p.us)[: a.kernels]
-        for p in best:
-            sol = build_solution(problem, fam.name, renderer, binding, p.params)
-            fn = load_candidate(sol, str(device), a.staging_root)
-            reference = load_reference(problem.definition)
-            w = problem.workloads[0]
-            inputs = list(make_inputs(problem.definition, w, device, 1234, reference).values())
-            outs = [torch.empty(s, dtype=d, device=device) for s, d in output_specs(problem.definition, w).values()]
-            args = inputs + outs if sol.spec.destination_passing_style else inputs
+        for point in best:
+            _, inputs = workload_inputs(problem, device)
+            p = load_point(problem, fam, binding, renderer, point.params, device, a.staging_root, inputs)
             with torch.no_grad():
                 for _ in range(3):
-                    fn(*args)
-                _, _, per_name = gpu_us(lambda: fn(*args), device)
-            p.kernels_us = sorted(per_name.items(), key=lambda kv: -kv[1])
+                    p.fn(*p.args)
+                _, _, per_name = gpu_us(lambda: p.fn(*p.args), device)
+            point.kernels_us = sorted(per_name.items(), key=lambda kv: -kv[1])
         write(done, problem.name, base, a.out, a.json_out)
     print(table(problem.name, done, base), flush=True)
     return 0
