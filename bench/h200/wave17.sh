@@ -28,8 +28,8 @@
 #   Prediction: exported_cudagraph within 5% of each row's T_b: gelu_quick ~2.2 us (template 2.5), swiglu ~1.3
 #   (1.44), layernorm ~2.0 (2.27); rows become ~1.0x T_b, the geomean gains ~2% (1.35 -> ~1.38).
 #   Outcome: wrong. The copy is gone (gelu_quick's graph candidate 4.6 -> 2.6 us) but judged they read
-#   0.1-0.4 us above the same call timed in-process (gelu_quick 2.6 vs 2.21, swiglu 1.47 vs 1.41, layernorm
-#   2.34 vs 2.24, h4096 2.2 vs ~1.6-2.2): no row beats its template. The layernorm T_b run was cut after 1 of 2.
+#   0.06-0.57 us above the same call timed in-process (gelu_quick 2.6 vs 2.21, swiglu 1.47 vs 1.41, layernorm
+#   2.34 vs 2.24, h4096 2.2 vs 1.63): no row beats its template. The layernorm T_b run was cut after 1 of 2.
 # PART D: is the judged-vs-in-process offset the buffers? bench/ipc_offset.py times one compiled graph call on
 #   the parent's IPC buffers, a child-owned MemPool and the child's caching allocator, interleaved.
 #   Prediction: if IPC mappings cost, ipc - local ~ +0.1-0.4 us and pool - local ~ 0; otherwise all within
