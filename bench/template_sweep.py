@@ -3,10 +3,11 @@
 The offline agent judges a few planned variants per problem, each in the judge's sandbox. This is the
 exploration step before that: every point of ``--grid`` (JSON lists of values, laid over the renderer's first
 variant; several ``--grid`` options are chained) is rendered as the agent would render it, loaded here
-(trusted: our own templates), checked against the reference on the problem's smallest workload, and timed
-with the judge's protocol (``sol_bench.timing.time_callable``: L2 flush, ``--timer``). A point that fails to
-render, build, run or match is a row with its error, and the sweep goes on. The table (fastest first) and
-the JSON lines are rewritten after every point, so a run cut by a time limit keeps what it measured.
+(trusted: our own templates), checked against the reference on one workload (``--workload``: the smallest by
+default), and timed with the judge's protocol (``sol_bench.timing.time_callable``: L2 flush, ``--timer``). A
+point that fails to render, build, run or match is a row with its error, and the sweep goes on. The table
+(fastest first) and the JSON lines are rewritten after every point, so a run cut by a time limit keeps what it
+measured.
 ``--kernels N`` adds where the time of the N fastest goes (GPU activities per call, CUPTI).
 
     python bench/template_sweep.py data/problems/L2/mlp_gelu_exact_k768_i3072_n768_tok197_bf16 --family mlp \\
@@ -177,6 +178,8 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--timer", choices=TIMERS, default="cupti")
     ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--workload", type=int, default=0,
+                    help="which workload by bytes moved: 0 the smallest, 1 the next, ... (each point is checked on it)")
     ap.add_argument("--kernels", type=int, default=0, help="GPU activities of the N fastest matching points")
     ap.add_argument("--staging-root", type=Path, default=REPO / "kernels_tmp")
     ap.add_argument("-o", "--out", type=Path)
@@ -184,7 +187,10 @@ def main() -> int:
     a = ap.parse_args()
     device = torch.device(a.device)
     problem = load_problem(a.problem)
-    problem = problem.select(problem.pick_workloads(1, "smallest"))
+    ranked = problem.smallest_workloads(len(problem.workloads))
+    if not 0 <= a.workload < len(ranked):
+        ap.error(f"--workload {a.workload}: {problem.name} has workloads 0-{len(ranked) - 1}")
+    problem = problem.select([ranked[a.workload]])
     fam, binding, renderer = renderer_for(problem, a.family, a.language)
     if renderer.needs_gpu and device.type != "cuda" and a.language == "triton":
         import os

@@ -2,7 +2,8 @@
 
 Reference shape: softmax — ops {_softmax, casts} or decomposed {amax|max, sub, exp, sum, div|reciprocal·mul,
 casts}, one tensor input shaped like the output. Long softmax rows (> 8192 columns in Triton, > 32 × threads
-in CUDA) are not held in registers: Triton loops over the row, CUDA splits it over several CTAs (two passes).
+in CUDA) are not held in one CTA: Triton loops over the row; CUDA holds the row in the registers of several
+CTAs (``resident``: a cluster a row, or a cooperative grid) or splits it over CTAs in two passes.
 LayerNorm — ops {native_layer_norm | var_mean/sub/mean...}, x shaped like the output, optional 1-D weight
 and bias, eps a scalar input or a literal.
 Kernel: one program / CTA per row, fp32 math, the row held in registers. Launcher: grid = rows.
@@ -324,6 +325,171 @@ __global__ void softmax_chunk_fused(const T* __restrict__ x, float2* __restrict_
   chunk_write_pass<T, VEC>(x, ws, y, n_cols, chunk, chunks);
 }
 
+// A row held in registers over `parts` CTAs (RESIDENT): each CTA reads its slice of the row once, 16 bytes a
+// load, all of them requested before any is used; the CTAs exchange their (m, s) and write from registers, so
+// x is read once (softmax_chunk_fused reads it twice). The exchange: CLUSTER, the row's CTAs are one thread-
+// block cluster and read each other's (m, s) from distributed shared memory after a cluster barrier (inline
+// PTX: mapa, ld.shared::cluster); otherwise a cooperative grid, partials in `ws` and grid_barrier. Why:
+// one 128k-wide fp32 row read 6.1 us in softmax_chunk_fused (H200, session 10), 2.4 us being a copy of its
+// bytes (bench/memory_floor.py).
+__device__ __forceinline__ float2 cluster_peer_ms(const float2* mine, unsigned rank) {
+  unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(mine)), remote;
+  float2 v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(remote) : "memory");
+  return v;
+}
+
+template <typename T, int NV, bool CLUSTER>
+__global__ void __launch_bounds__(1024) softmax_resident(const T* __restrict__ x, float2* __restrict__ ws,
+                                                         T* __restrict__ y, int n_cols, int parts, int slice) {
+  constexpr int V = 16 / sizeof(T);
+  const long long row = blockIdx.x / parts;
+  const int v0 = (blockIdx.x % parts) * slice, v1 = min(n_cols / V, v0 + slice);
+  const uint4* xr = reinterpret_cast<const uint4*>(x + row * n_cols);
+  uint4 xv[NV];
+  #pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int i = v0 + threadIdx.x + j * blockDim.x;
+    if (i < v1) xv[j] = __ldg(xr + i);
+  }
+  float m = -INFINITY, s = 0.f;
+  #pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    if (v0 + threadIdx.x + j * blockDim.x < v1) {
+      const T* e = reinterpret_cast<const T*>(&xv[j]);
+      #pragma unroll
+      for (int k = 0; k < V; ++k) m = fmaxf(m, to_f<T>(e[k]));
+    }
+  }
+  if (m != -INFINITY) {
+    #pragma unroll
+    for (int j = 0; j < NV; ++j) {
+      if (v0 + threadIdx.x + j * blockDim.x < v1) {
+        const T* e = reinterpret_cast<const T*>(&xv[j]);
+        #pragma unroll
+        for (int k = 0; k < V; ++k) s += __expf(to_f<T>(e[k]) - m);
+      }
+    }
+  }
+  block_ms(m, s);
+  if (CLUSTER) {
+    __shared__ float2 mine, row_ms;
+    if (threadIdx.x == 0) mine = make_float2(m, s);
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    if (threadIdx.x < 32) {  // lane r reads rank r; the same shuffle tree in every CTA: the same (m, s)
+      float pm = -INFINITY, ps = 0.f;
+      if ((int)threadIdx.x < parts) {
+        const float2 o = cluster_peer_ms(&mine, threadIdx.x);
+        pm = o.x;
+        ps = o.y;
+      }
+      #pragma unroll
+      for (int o = 16; o > 0; o >>= 1)
+        ms_merge(pm, ps, __shfl_xor_sync(0xffffffffu, pm, o), __shfl_xor_sync(0xffffffffu, ps, o));
+      if (threadIdx.x == 0) row_ms = make_float2(pm, ps);
+    }
+    // peers read: a CTA may leave once every CTA has arrived here (the wait is at the end)
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+    __syncthreads();
+    m = row_ms.x;
+    s = row_ms.y;
+  } else {
+    if (threadIdx.x == 0) ws[blockIdx.x] = make_float2(m, s);
+    grid_barrier();
+    m = -INFINITY;
+    s = 0.f;
+    for (int i = threadIdx.x; i < parts; i += blockDim.x) {
+      const float2 o = __ldcg(ws + row * parts + i);
+      ms_merge(m, s, o.x, o.y);
+    }
+    block_ms(m, s);
+  }
+  const float inv = 1.f / s;
+  uint4* yr = reinterpret_cast<uint4*>(y + row * n_cols);
+  #pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int i = v0 + threadIdx.x + j * blockDim.x;
+    if (i < v1) {
+      const T* e = reinterpret_cast<const T*>(&xv[j]);
+      uint4 out;
+      T* o = reinterpret_cast<T*>(&out);
+      #pragma unroll
+      for (int k = 0; k < V; ++k) o[k] = from_f<T>(__expf(to_f<T>(e[k]) - m) * inv);
+      __stcs(yr + i, out);
+    }
+  }
+  if (CLUSTER) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+template <typename T, int NV, bool CLUSTER>
+static bool launch_resident(long long rows, int parts, int slice, int threads, const T* x, float2* ws, T* y,
+                            int n_cols, cudaStream_t stream) {
+  auto kernel = softmax_resident<T, NV, CLUSTER>;
+  const dim3 grid((unsigned)(rows * parts)), block(threads);
+  cudaError_t err;
+  if (CLUSTER) {
+    // more than 8 CTAs a cluster is a non-portable size (16 on the H100/H200)
+    err = parts > 8 ? cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) : cudaSuccess;
+    if (err == cudaSuccess) {
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = grid;
+      cfg.blockDim = block;
+      cfg.stream = stream;
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = (unsigned)parts;
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      err = cudaLaunchKernelEx(&cfg, kernel, x, ws, y, n_cols, parts, slice);
+    }
+  } else {
+    void* args[] = {(void*)&x, (void*)&ws, (void*)&y, (void*)&n_cols, (void*)&parts, (void*)&slice};
+    err = cudaLaunchCooperativeKernel((const void*)kernel, grid, block, args, 0, stream);
+  }
+  if (err == cudaSuccess) return true;
+  (void)cudaGetLastError();  // refused (cluster size, co-residency): the caller takes another path
+  return false;
+}
+
+// The resident path, or false where it does not apply: rows not 16-byte aligned, a slice over 8 vectors a
+// thread, a launch refused. `parts` CTAs a row (a cluster), or for the grid (parts <= 0) the SMs shared out
+// among the rows, no CTA left without a vector.
+template <typename T>
+static bool softmax_resident_row(const at::Tensor& xt, const T* x, T* y, long long rows, int n_cols, int threads,
+                                 int parts, cudaStream_t stream) {
+  constexpr int V = 16 / sizeof(T);
+  if (n_cols % V != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(y) % 16 != 0)
+    return false;
+  const int nvec = n_cols / V;
+  const bool cluster = parts > 0;
+  if (!cluster) {
+    const long long share = sm_count() / rows;
+    parts = (int)(share < 1 ? 1 : share);
+    const int most = (nvec + threads - 1) / threads;
+    parts = parts < most ? parts : most;
+  }
+  const int slice = (nvec + parts - 1) / parts;
+  const int nv = (slice + threads - 1) / threads;
+  float2* ws = nullptr;
+  at::Tensor ws_t;
+  if (!cluster) {
+    ws_t = xt.new_empty({rows * parts * 2}, xt.options().dtype(at::kFloat));
+    ws = reinterpret_cast<float2*>(ws_t.data_ptr());
+  }
+#define SOFTMAX_RESIDENT(NV_)                                                                                   \
+  return cluster ? launch_resident<T, NV_, true>(rows, parts, slice, threads, x, ws, y, n_cols, stream)          \
+                 : launch_resident<T, NV_, false>(rows, parts, slice, threads, x, ws, y, n_cols, stream)
+  if (nv <= 1) SOFTMAX_RESIDENT(1);
+  if (nv <= 2) SOFTMAX_RESIDENT(2);
+  if (nv <= 4) SOFTMAX_RESIDENT(4);
+  if (nv <= 8) SOFTMAX_RESIDENT(8);
+#undef SOFTMAX_RESIDENT
+  return false;
+}
+
 // Long rows: CTAs per row so that the grid is ~2 waves of SMs when rows are few; at least
 // MIN_PER_THREAD elements per thread per CTA and at most MAX_CHUNKS partials per row. 1 = one CTA per row.
 static int softmax_chunks(long long rows, int n_cols, int threads) {
@@ -368,6 +534,14 @@ static void softmax_long(const at::Tensor& xt, const T* x, T* y, long long rows,
 def render_softmax_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     x, y, t = b.roles["x"], _out(problem), p["threads"]
     fused = "true" if p.get("fused") else "false"
+    resident = p.get("resident")
+    if resident not in (None, "cluster", "grid"):
+        raise ValueError(f"softmax resident: {resident!r} (cluster, grid or None)")
+    parts = int(p.get("parts", 0)) if resident == "cluster" else 0
+    if resident == "cluster" and not 2 <= parts <= 16:
+        raise ValueError(f"softmax parts: {parts} CTAs a cluster (2-16)")
+    first = (f"if (softmax_resident_row<scalar_t>({x}, xp, yp, rows, n_cols, {t}, {parts}, stream)) {{}}\n      else "
+             if resident else "")
     body = f"""  if ({x}.numel() == 0) return;
   const int n_cols = {x}.size(-1);
   const long long rows = {x}.numel() / n_cols;
@@ -383,7 +557,7 @@ def render_softmax_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> s
       constexpr int V = 16 / sizeof(scalar_t);
       const bool vec = n_cols % V == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0
                        && reinterpret_cast<uintptr_t>(yp) % 16 == 0;
-      if (vec) softmax_long<scalar_t, true>({x}, xp, yp, rows, n_cols, {t}, {fused}, stream);
+      {first}if (vec) softmax_long<scalar_t, true>({x}, xp, yp, rows, n_cols, {t}, {fused}, stream);
       else softmax_long<scalar_t, false>({x}, xp, yp, rows, n_cols, {t}, {fused}, stream);
     }}
   }});
@@ -397,8 +571,12 @@ SOFTMAX = Family(
     renderers=(
         Renderer("pytorch", False, {}, render_softmax_pytorch),
         Renderer("triton", True, {"num_warps": (4, 8, 16)}, render_softmax_triton),
-        Renderer("cuda_cpp", True, {"threads": (256, 512, 1024), "fused": (False, True)}, render_softmax_cuda,
-                 file=CUDA_FILE),
+        # the row resident in registers first: a cluster a row, then a cooperative grid; then the two-pass kernels
+        Renderer("cuda_cpp", True,
+                 ({"threads": (1024, 512), "resident": ("cluster",), "parts": (16, 8)},
+                  {"threads": (256, 128), "resident": ("grid",)},
+                  {"threads": (512, 256, 1024), "fused": (True, False)}),
+                 render_softmax_cuda, file=CUDA_FILE),
     ),
 )
 
