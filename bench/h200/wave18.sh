@@ -9,11 +9,15 @@
 #   64, 333: each point checked against the reference), then the planned variants judged (T = 1), then
 #   layernorm's T_b as the fastest of two fresh compiles (its only single draw in table B).
 #   Prediction: cluster 16 x 1024 ~3.0-3.5 us, grid ~4-4.5 us; the row's speedup 1.53x -> ~2.8x T_b, which
-#   alone lifts the geomean to ~1.39x.
+#   alone lifts the geomean to ~1.39x. Then the MHA block's attention tiles (block_m 16-64 x block_n 64-256:
+#   session 10 profiled _attn_fwd at 5.2 us for 12 heads x 197 tokens, 48 CTAs each looping over 4 key
+#   blocks). Prediction: block_m 16 or 32 with block_n 256 (156 / 84 CTAs, one key block) ~2.5 us for the
+#   kernel, the block ~18 us (from 20.6).
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 L1=data/problems/L1 L2=data/problems/L2
 SOFTMAX=$L1/softmax_v128256_fp32
+MHA=$L2/encoder_attention_h768_heads12_n197_bf16
 VARIANTS=eager,compile-default,cudagraph-eager,cudagraph-compile-default
 stability() {  # stability NAME SECONDS PROBLEMS...
   local n=$1 s=$2; shift 2
@@ -43,8 +47,12 @@ GRID='{"threads": [256, 128], "resident": ["grid"]}'
 OLD='{"threads": [512], "fused": [true]}'
 case "${PART:-A}" in
   A) sweep softmax_w0 150 0 $SOFTMAX softmax cuda_cpp "$RESIDENT" "$GRID" "$OLD"
-     for w in 1 2 3; do sweep softmax_w$w 45 $w $SOFTMAX softmax cuda_cpp \
+     for w in 1 2 3; do sweep softmax_w$w 40 $w $SOFTMAX softmax cuda_cpp \
          '{"threads": [1024], "resident": ["cluster"], "parts": [16, 8]}' "$GRID"; done
-     ONLY=softmax/cuda_cpp CANDIDATES=8 bench softmax 200 docs/bench/h200_tb_fastest_session14_a.jsonl $SOFTMAX
-     stability ln 80 $L1/layernorm_fwd_h1024_eps5_tok257_bf16 ;;
+     ONLY=softmax/cuda_cpp CANDIDATES=8 bench softmax 170 docs/bench/h200_tb_fastest_session14_a.jsonl $SOFTMAX
+     timeout 110 python3 bench/template_sweep.py $MHA --family mha --device cuda --timer cupti --kernels 3 \
+         --grid '{"block_m": [16, 32, 64], "block_n": [64, 128, 256]}' \
+         -o "$OUT/sweep_mha.md" --json-out "$OUT/sweep_mha.jsonl" > "$OUT/sweep_mha.log" 2>&1
+     echo "sweep mha rc=$?"; grep '^\[' "$OUT/sweep_mha.log" | cut -c1-160 ;;
+  B) stability ln 80 $L1/layernorm_fwd_h1024_eps5_tok257_bf16 ;;
 esac
