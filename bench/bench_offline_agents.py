@@ -35,6 +35,7 @@ from sol_bench.models import Solution  # noqa: E402
 from sol_bench.problem import WORKLOAD_PICKS, Problem, find_problems, load_problem  # noqa: E402
 from sol_bench.score import sol_score  # noqa: E402
 from sol_bench.timing import LAUNCH_PREROLL_US, TIMERS  # noqa: E402
+from sol_bench.worker import BUFFER_MODES  # noqa: E402
 
 
 @dataclass
@@ -138,6 +139,14 @@ def prebuild(
     as ``sol_bench eval`` uses), so the sequential judging below finds them built. Candidates that later
     depend on feedback are simply built on demand.
     """
+    probe_on = probe_on or {}
+    todo = [sol for problem in problems
+            for sol in likely_candidates(problem, device, per_problem, only_groups, probe_on.get(problem.name))]
+    build_all(todo, device, jobs, timeout_s)
+
+
+def build_all(solutions: list[Solution], device: str, jobs: int, timeout_s: float = 600.0) -> None:
+    """Build the C++/CUDA ones of ``solutions``, ``jobs`` at once, into the judge's build cache."""
     from concurrent.futures import ThreadPoolExecutor
 
     from sol_bench.build import plan_build, run_build
@@ -145,10 +154,7 @@ def prebuild(
     from sol_bench.runner import candidate_env
     from sol_bench.staging import stage
 
-    probe_on = probe_on or {}
-    todo = [sol for problem in problems
-            for sol in likely_candidates(problem, device, per_problem, only_groups, probe_on.get(problem.name))
-            if sol.spec.is_cpp]  # fmt: skip
+    todo = [sol for sol in solutions if sol.spec.is_cpp]
 
     def build(sol) -> str:
         staged = stage(sol, REPO / "kernels_tmp")
@@ -233,6 +239,8 @@ def main() -> int:
                     help="which N: the smallest by bytes, or spread smallest to largest (one: the median)")
     ap.add_argument("--preroll-us", type=float, default=LAUNCH_PREROLL_US,
                     help="the judge's CUDA launch pre-roll (sol_bench.timing); 0 opens the window at the host call")
+    ap.add_argument("--buffers", choices=("auto", *BUFFER_MODES), default="auto",
+                    help="the candidates' buffers in the judge (JudgeConfig.buffers): auto, their own copies or the judge's")
     ap.add_argument("--timer", choices=TIMERS, default="events",
                     help="the judge's CUDA timer (sol_bench.timing.TIMERS); --baselines should use the same one")
     ap.add_argument("-o", "--output", type=Path, default=Path("offline_agents.md"))
@@ -266,7 +274,7 @@ def main() -> int:
                 f.write(json.dumps(record) + "\n")
 
     config = JudgeConfig(device=args.device, timeout_s=float(args.timeout), staging_root=REPO / "kernels_tmp",
-                         launch_preroll_us=args.preroll_us, timer=args.timer)  # fmt: skip
+                         launch_preroll_us=args.preroll_us, timer=args.timer, buffers=args.buffers)  # fmt: skip
     problems = [load_problem(d) for root in args.problems for d in find_problems(root)]
     problems = [p for p in problems if p.name not in done]
     whole = {p.name: p for p in problems}  # templates bind on the smallest workloads, whichever are judged

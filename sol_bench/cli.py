@@ -19,6 +19,7 @@ from .judge import JudgeConfig, evaluate
 from .models import Status, Trace
 from .problem import find_problems, load_problem, load_solution
 from .timing import LAUNCH_PREROLL_US, PREROLL_KINDS, TIMERS
+from .worker import BUFFER_MODES
 
 
 def _write_atomic(path: Path, lines: list[str]) -> None:
@@ -59,6 +60,7 @@ def run_eval(
     launch_preroll_us: float = LAUNCH_PREROLL_US,
     preroll_kind: str = "stream",
     timer: str = "events",
+    buffers: str = "auto",
 ) -> int:
     """Judge one solution on every workload.
 
@@ -73,7 +75,7 @@ def run_eval(
     config = JudgeConfig(
         device=device, timeout_s=timeout_s, compile_timeout_s=compile_timeout_s, seed=seed,
         iterations=iterations, warmup=warmup, staging_root=staging_root, data_root=data_root,
-        launch_preroll_us=launch_preroll_us, preroll_kind=preroll_kind, timer=timer,
+        launch_preroll_us=launch_preroll_us, preroll_kind=preroll_kind, timer=timer, buffers=buffers,
     )  # fmt: skip
     if not as_json:
         print(f"{'workload':24} {'status':20} {'ms':>10} {'ref ms':>10} {'speedup':>8} {'T_SOL ms':>10}", file=out)
@@ -151,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--timer", choices=TIMERS, default="events",
                    help="CUDA: 'events' times between CUDA events after the pre-roll; 'cupti' takes upstream's "
                         "window, first GPU activity to last on any stream (default %(default)s)")
+    e.add_argument("--buffers", choices=("auto", *BUFFER_MODES), default="auto",
+                   help="'private': the candidate runs on its own process's copies of the judge's buffers, "
+                        "copied in and out outside the timed window, as the reference is timed; 'shared': on "
+                        "the judge's buffers mapped into its process; 'auto': private on a GPU (default %(default)s)")
     v = sub.add_parser("validate", help="check problem directories")
     v.add_argument("dirs", type=Path, nargs="+")
     v.add_argument("--json", action="store_true")
@@ -167,6 +173,7 @@ def _dispatch(args: argparse.Namespace, out: IO[str] | None = None) -> int:
                 args.compile_timeout, args.seed, args.iterations, args.warmup, args.staging_root, args.data_root,
                 out=out, workloads=args.workload, max_workloads=args.max_workloads,
                 launch_preroll_us=args.launch_preroll_us, preroll_kind=args.preroll_kind, timer=args.timer,
+                buffers=args.buffers,
             )  # fmt: skip
         return run_validate(args.dirs, args.json, out=out)
     except InputError as err:

@@ -56,6 +56,7 @@ from .models import (
 from .problem import Problem
 from .reference import Reference, load_reference
 from .runner import Worker, candidate_env, start_worker
+from .worker import BUFFER_MODES
 from .shared import SharedArena
 from .staging import check_shadowing, stage
 from .timing import (
@@ -90,12 +91,25 @@ class JudgeConfig:
     # CUDA: "events" times the call between CUDA events after the pre-roll; "cupti" takes upstream's window,
     # first GPU activity to last on any stream (device_window.py), and needs no pre-roll.
     timer: str = "events"
+    # "private" calls the candidate on its own process's copies of the shared buffers, copied in and out outside
+    # the timed window (worker.BufferSets), as the reference is timed on its own process's memory; "shared" on
+    # the judge's buffers mapped into its process (CUDA IPC). "auto": private on a GPU; shared off it, where the
+    # judge's clock spans the whole request (copies included) and shared memory costs nothing extra.
+    buffers: str = "auto"
 
     def __post_init__(self) -> None:
         if self.preroll_kind not in PREROLL_KINDS:
             raise ValueError(f"JudgeConfig.preroll_kind: {self.preroll_kind!r} is not one of {', '.join(PREROLL_KINDS)}")
         if self.timer not in TIMERS:
             raise ValueError(f"JudgeConfig.timer: {self.timer!r} is not one of {', '.join(TIMERS)}")
+        if self.buffers not in ("auto", *BUFFER_MODES):
+            raise ValueError(f"JudgeConfig.buffers: {self.buffers!r} is not one of auto, {', '.join(BUFFER_MODES)}")
+
+    def worker_buffers(self, device: torch.device) -> str:
+        """The buffer mode the candidate's process gets on ``device`` (``auto`` resolved)."""
+        if self.buffers != "auto":
+            return self.buffers
+        return "private" if device.type == "cuda" else "shared"
 
 
 @dataclass
@@ -610,6 +624,7 @@ def evaluate(
                             staged, str(device), solution.spec.entry_file, solution.spec.entry_function,
                             solution.spec.destination_passing_style, module_path, env, config.timeout_s, starts,
                             config.launch_preroll_us, worker_cpus, config.preroll_kind, config.timer,
+                            config.worker_buffers(device),
                         )  # fmt: skip
                     except (CompileFailure, CandidateTimeout) as e:
                         load_failure = e
@@ -617,7 +632,8 @@ def evaluate(
                     finally:
                         starts += 1
                         ctx.phase["start"] = ctx.phase.get("start", 0.0) + time.monotonic() - t1
-                    ctx.env = environment(device, str(worker.info.get("sandbox", "unknown")))
+                    sandboxed = f"{worker.info.get('sandbox', 'unknown')}; buffers: {worker.info.get('buffers', 'unknown')}"
+                    ctx.env = environment(device, sandboxed)
                 correctness, performance, t_sol, hw, note = _judge_workload(ctx, w, worker)
                 if _snapshot(problem.path) != before:
                     raise RewardHack("the problem directory changed while the candidate ran")

@@ -160,6 +160,7 @@ def start_worker(
     cpus: frozenset[int] | None = None,
     preroll_kind: str = "stream",
     timer: str = "events",
+    buffers: str = "shared",
 ) -> Worker:
     parent_sock, child_sock = socket.socketpair()
     log_path = staged.run / f"worker-{index}.log"
@@ -169,7 +170,7 @@ def start_worker(
         "--staging", str(staged.root), "--device", device, "--entry-file", entry_file,
         "--function", function, "--dps", "1" if dps else "0", "--module-path", str(module_path or ""),
         "--preroll-us", repr(float(preroll_us)), "--cpus", format_cpulist(cpus) if cpus else "",
-        "--preroll-kind", preroll_kind, "--timer", timer,
+        "--preroll-kind", preroll_kind, "--timer", timer, "--buffers", buffers,
     ]  # fmt: skip
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(

@@ -8,7 +8,8 @@ times against its own clock), so a forged reply can make a candidate fail but no
 Messages (judge -> worker -> judge):
     (replies are JSON arrays; requests are pickled, since the judge's data is trusted here)
     ("load",)                          -> ("ok", info) | ("fail", kind, text)
-    ("register", j, inputs, outputs)   -> ("ok",)         tensors shared with the judge's memory
+    ("register", j, inputs, outputs)   -> ("ok",)         tensors shared with the judge's memory (with
+                                                          --buffers private, copied in and out around calls)
     ("call", j)                        -> ("ok",) | ("fail", kind, text)
     ("time", j)                        -> ("timed", ms, ms_until_idle, flags) | ("fail", kind, text)
     ("time_noop",)                     -> ("timed", ...)  the same path, nothing called (calibration)
@@ -41,7 +42,60 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--preroll-kind", choices=("stream", "device"), default="stream")
     p.add_argument("--timer", choices=("events", "cupti"), default="events", help="see sol_bench.timing.TIMERS")
     p.add_argument("--cpus", default="", help="CPU list to run on (the GPU's local CPUs, see sol_bench.affinity)")
+    p.add_argument("--buffers", choices=BUFFER_MODES, default="shared", help="see BufferSets")
     return p.parse_args()
+
+
+BUFFER_MODES = ("shared", "private")
+
+
+class BufferSets:
+    """The candidate's arguments for each registered set ``j``: the judge's shared tensors, or copies of them.
+
+    ``private``: the candidate reads and writes tensors of this process's own allocator, as the reference
+    does when T_b is timed, rather than the judge's memory mapped in through CUDA IPC (an H200 read a 2 MB
+    element-wise kernel's buffers 0.14 µs slower mapped, bench/ipc_offset.py). ``stage(j)`` copies the
+    judge's inputs and (poisoned) outputs in before a call, outside any timed window; ``publish(j)`` copies
+    the outputs and the inputs back after it, so the judge's own checks still see what the call wrote, an
+    input it modified included. The caller synchronises the device around both.
+    """
+
+    def __init__(self, mode: str) -> None:
+        if mode not in BUFFER_MODES:
+            raise ValueError(f"buffers: {mode!r} is not one of {', '.join(BUFFER_MODES)}")
+        self.private = mode == "private"
+        self.shared: dict[int, tuple[list, list]] = {}
+        self.own: dict[int, tuple[list, list]] = {}
+
+    def register(self, j: int, inputs: list, outputs: list) -> None:
+        import torch
+
+        self.shared[j] = (inputs, outputs)
+        if self.private:
+            def copy(x):  # same shape, dtype, device and (dense) strides
+                return torch.empty_like(x) if isinstance(x, torch.Tensor) else x
+
+            self.own[j] = ([copy(x) for x in inputs], [copy(o) for o in outputs])
+
+    def args(self, j: int) -> tuple[list, list]:
+        """(inputs, outputs) the candidate is called with."""
+        return self.own[j] if self.private else self.shared[j]
+
+    def stage(self, j: int) -> None:
+        if self.private:
+            self._copy(self.shared[j], self.own[j])
+
+    def publish(self, j: int) -> None:
+        if self.private:
+            self._copy(self.own[j], self.shared[j])
+
+    @staticmethod
+    def _copy(src: tuple[list, list], dst: tuple[list, list]) -> None:
+        import torch
+
+        for a, b in zip(src[0] + src[1], dst[0] + dst[1]):
+            if isinstance(a, torch.Tensor):
+                b.copy_(a)
 
 
 class _Persisting:
@@ -150,21 +204,22 @@ def main() -> None:
     exact_tensor = torch.Tensor
     perf = time.perf_counter
     dps = args.dps == "1"
-    sets: dict[int, tuple[list, list]] = {}
+    sets = BufferSets(args.buffers)
+    stage, publish, candidate_args = sets.stage, sets.publish, sets.args
     fn = None
 
     def invoke(j: int):
-        inputs, outputs = sets[j]
+        inputs, outputs = candidate_args(j)
         if dps:
             fn(*inputs, *outputs)
             return None
         return fn(*inputs)
 
     def deliver(j: int, result) -> str | None:
-        """Non-DPS: copy returned tensors into the judge's buffers. Returns a failure kind or None."""
+        """Non-DPS: copy returned tensors into the candidate's output buffers. Returns a failure kind or None."""
         if dps:
             return None
-        outputs = sets[j][1]
+        outputs = candidate_args(j)[1]
         results = list(result) if isinstance(result, (tuple, list)) else [result]
         if len(results) != len(outputs):
             raise _Fail("shape", f"returned {len(results)} outputs, expected {len(outputs)}")
@@ -189,18 +244,22 @@ def main() -> None:
         try:
             if op == "load":
                 fn = _load_entry(args)
-                reply("ok", {"sandbox": desc, "pid": os.getpid(), "persisting_l2_default": pinned_before,
+                reply("ok", {"sandbox": desc, "buffers": args.buffers, "pid": os.getpid(), "persisting_l2_default": pinned_before,
                             "persisting_l2_reset_each_call": reset_each_call,
                             "cpus": sorted(os.sched_getaffinity(0))})
             elif op == "register":
                 _, j, inputs, outputs = msg
-                sets[j] = ([attach(x) for x in inputs], [attach(o) for o in outputs])
+                sets.register(j, [attach(x) for x in inputs], [attach(o) for o in outputs])
                 reply("ok")
             elif op == "call":
+                stage(msg[1])
+                if on_cuda:
+                    torch.cuda.synchronize(device)
                 res = invoke(msg[1])
                 if on_cuda:
                     torch.cuda.synchronize(device)
                 deliver(msg[1], res)
+                publish(msg[1])
                 if on_cuda:
                     torch.cuda.synchronize(device)
                 reply("ok")
@@ -210,6 +269,8 @@ def main() -> None:
                 j = msg[1] if op == "time" else None
                 call = (lambda: invoke(j)) if j is not None else (lambda: None)
                 flags = []
+                if j is not None:
+                    stage(j)  # before the flush: the copies leave nothing in L2 for the call
                 if on_cuda:
                     if reset_each_call:
                         reset_l2()
@@ -222,6 +283,7 @@ def main() -> None:
                         flags.append("persisting-l2")
                     if j is not None:
                         deliver(j, box[0])
+                        publish(j)
                     torch.cuda.synchronize(device)
                 else:
                     t0 = perf()
@@ -229,6 +291,7 @@ def main() -> None:
                     t = t_all = (perf() - t0) * 1e3
                     if j is not None:
                         deliver(j, res)
+                        publish(j)
                 reply("timed", t, t_all, flags)
             elif op == "exit":
                 return

@@ -356,3 +356,40 @@ def test_ipc_offset_refuses_the_cpu_and_tables_each_set_against_local():
     assert bad.returncode == 2 and "needs a CUDA device" in bad.stderr
     text = ipc_offset.table([("p", {"ipc": [2.5, 2.6, 2.4], "pool": [2.3, 2.2, 2.4], "local": [2.2, 2.1, 2.3]}, True)])
     assert "| p | 2.50 | 2.30 | 2.20 | +0.30 | +0.10 | yes |" in text
+
+
+def test_buffers_ab_judges_named_candidates_in_each_mode(tmp_path):
+    """bench/buffers_ab.py on the CPU: the records' best and a --candidate override are found among the planned
+    candidates, judged once per round in order with that buffer mode (private forced on the CPU here), and
+    written as one records file per mode that offline_table.py reads; a renamed candidate costs only its row."""
+    records = tmp_path / "rec.jsonl"
+    records.write_text(json.dumps({"problem": "rmsnorm_small", "best": "renamed_since", "passed": 1, "tried": 1,
+                                   "latencies_ms": {"rms-1": 1.0}}) + "\n")  # fmt: skip
+    baselines = tmp_path / "tb.jsonl"
+    baselines.write_text(json.dumps({"problem": "rmsnorm_small", "uuid": "rms-1", "t_b_ms": 5.0}) + "\n")
+    out = _run("bench/buffers_ab.py", str(FIXTURE), "--records", str(records), "--device", "cpu", "--rounds",
+               "shared,private,private", "--baselines", str(baselines), "-o", str(tmp_path / "ab.md"),
+               "--json-out", str(tmp_path / "ab"), "--prebuild-jobs", "1")  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "skipped: rmsnorm_small: no planned candidate named 'renamed_since'" in out.stdout
+    assert not (tmp_path / "ab.md").exists()
+
+    out = _run("bench/buffers_ab.py", str(FIXTURE), "--records", str(records), "--candidate",
+               "rmsnorm_small=rmsnorm_pytorch_cast_before_weightFalse", "--device", "cpu", "--rounds",
+               "shared,private,private", "--baselines", str(baselines), "-o", str(tmp_path / "ab.md"),
+               "--json-out", str(tmp_path / "ab"), "--prebuild-jobs", "1")  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    order = [line.split("[")[1].split("]")[0] for line in out.stdout.splitlines() if line.startswith("rmsnorm_small: ")]
+    assert order == ["shared", "private", "private"]
+    for mode, runs in (("shared", 1), ("private", 2)):
+        (rec,) = [json.loads(x) for x in (tmp_path / f"ab_{mode}.jsonl").read_text().splitlines()]
+        assert rec["best"] == "rmsnorm_pytorch_cast_before_weightFalse" and rec["buffers"] == mode
+        assert len(rec["runs_ms"]) == runs and set(rec["latencies_ms"]) == {"rms-1"} and rec["vs_tb"] > 0
+    text = (tmp_path / "ab.md").read_text()
+    assert "| rmsnorm_small | rmsnorm_pytorch_cast_before_weightFalse |" in text and "private / shared" in text
+    table = _run("bench/offline_table.py", "--records", str(tmp_path / "ab_private.jsonl"), "--baselines",
+                 str(baselines), "--problems-root", str(FIXTURE.parent))  # fmt: skip
+    assert table.returncode == 0 and "rmsnorm_small" in table.stdout, table.stderr[-1500:]
+
+    bad = _run("bench/buffers_ab.py", str(FIXTURE), "--candidate", "rmsnorm_small", "--device", "cpu")
+    assert bad.returncode != 0 and "PROBLEM=NAME" in bad.stderr

@@ -37,6 +37,21 @@ def test_cheat_gets_its_verdict(entry, tmp_path, staging):
         assert t.evaluation.status is not Status.PASSED or entry.name == "read_judge_memory"
 
 
+@pytest.mark.parametrize("name", ["honest/rmsnorm_dps", "honest/row_stats_return", "cheats/mutate_inputs",
+                                  "cheats/cache_by_address", "cheats/skip_when_timed", "cheats/gc_scavenge_outputs"])
+def test_private_buffers_keep_every_verdict(name, tmp_path, staging):
+    """``buffers="private"`` (the GPU default, forced here on the CPU): the candidate runs on its process's own
+    copies, and a modified input, a cached result, skipped work and scavenged buffers still get their verdicts,
+    since what the call wrote (into its inputs too) is copied back where the judge checks it."""
+    group, entry = name.split("/")
+    e = corpus.entry(group, entry)
+    traces, _ = run_entry(e, tmp_path, staging, first_workloads=1, config=fast_config(staging, buffers="private"))
+    assert "buffers: private" in traces[0].evaluation.environment.sandbox
+    for t in traces:
+        want = e.expected("cpu", t.workload.uuid) if group == "cheats" else Status.PASSED
+        assert t.evaluation.status is want, (t.evaluation.reason, t.evaluation.log[-1500:])
+
+
 def test_timer_patch_is_timed_by_the_judges_clock(tmp_path, staging):
     """The candidate freezes every clock in its process and sleeps 3 ms: the judge still sees >= 3 ms."""
     traces, _ = run_entry(corpus.entry("cheats", "timer_patch"), tmp_path, staging, first_workloads=1)

@@ -583,3 +583,37 @@ def test_builds_run_below_normal_priority(tmp_path):
     result = run_build(plan_build(sol, staged, "cpu", candidate_env(staged, "cpu")), 120)
     expected = min(19, os.nice(0) + BUILD_NICENESS)
     assert f"niceness: {expected}" in result.log.splitlines()
+
+
+def test_worker_buffer_sets_copy_in_and_out_around_a_call():
+    """``private``: the candidate gets tensors of its own process, filled from the judge's before each call
+    (inputs and the poisoned outputs) and copied back after it, outputs and inputs both, so the judge's checks
+    see a skipped output as NaN and a modified input as modified; ``shared`` hands over the judge's tensors."""
+    from sol_bench.worker import BufferSets
+
+    def shared_set():
+        return [torch.arange(6, dtype=torch.float32).reshape(2, 3), 1e-6], [torch.full((2, 3), float("nan"))]
+
+    inputs, outputs = shared_set()
+    sets = BufferSets("shared")
+    sets.register(0, inputs, outputs)
+    assert sets.args(0)[0][0] is inputs[0] and sets.args(0)[1][0] is outputs[0]
+
+    inputs, outputs = shared_set()
+    sets = BufferSets("private")
+    sets.register(0, inputs, outputs)
+    (x, eps), (y,) = sets.args(0)
+    assert eps == 1e-6 and x.data_ptr() != inputs[0].data_ptr() and y.data_ptr() != outputs[0].data_ptr()
+    assert x.shape == inputs[0].shape and x.stride() == inputs[0].stride() and y.dtype == outputs[0].dtype
+    sets.stage(0)
+    assert torch.equal(x, inputs[0]) and torch.isnan(y).all()  # the poison reaches the candidate's output
+    y.copy_(x * 2)
+    x[0, 0] = 100.0  # the candidate modifies an input
+    assert torch.isnan(outputs[0]).all() and inputs[0][0, 0] == 0  # nothing reaches the judge until published
+    sets.publish(0)
+    assert torch.equal(outputs[0], y) and inputs[0][0, 0] == 100.0  # the judge's input check will see it
+    inputs[0].fill_(3.0)  # the judge refills: the next call sees the new inputs, not the old copy
+    sets.stage(0)
+    assert (x == 3.0).all()
+    with pytest.raises(ValueError, match="buffers"):
+        BufferSets("pinned")
