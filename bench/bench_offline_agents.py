@@ -239,8 +239,8 @@ def main() -> int:
                     help="which N: the smallest by bytes, or spread smallest to largest (one: the median)")
     ap.add_argument("--preroll-us", type=float, default=LAUNCH_PREROLL_US,
                     help="the judge's CUDA launch pre-roll (sol_bench.timing); 0 opens the window at the host call")
-    ap.add_argument("--buffers", choices=("auto", *BUFFER_MODES), default="auto",
-                    help="the candidates' buffers in the judge (JudgeConfig.buffers): auto, their own copies or the judge's")
+    ap.add_argument("--buffers", choices=BUFFER_MODES, default="shared",
+                    help="the candidates' buffers in the judge (JudgeConfig.buffers): the judge's or their own copies")
     ap.add_argument("--timer", choices=TIMERS, default="events",
                     help="the judge's CUDA timer (sol_bench.timing.TIMERS); --baselines should use the same one")
     ap.add_argument("-o", "--output", type=Path, default=Path("offline_agents.md"))

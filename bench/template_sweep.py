@@ -190,8 +190,9 @@ def main() -> int:
     ranked = problem.smallest_workloads(len(problem.workloads))
     if not 0 <= a.workload < len(ranked):
         ap.error(f"--workload {a.workload}: {problem.name} has workloads 0-{len(ranked) - 1}")
+    # bound (probed on the CPU) on the smallest workload, as the agent binds: a large one is too big to probe
+    fam, binding, renderer = renderer_for(problem.select(ranked[:1]), a.family, a.language)
     problem = problem.select([ranked[a.workload]])
-    fam, binding, renderer = renderer_for(problem, a.family, a.language)
     if renderer.needs_gpu and device.type != "cuda" and a.language == "triton":
         import os
 

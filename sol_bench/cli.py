@@ -60,7 +60,7 @@ def run_eval(
     launch_preroll_us: float = LAUNCH_PREROLL_US,
     preroll_kind: str = "stream",
     timer: str = "events",
-    buffers: str = "auto",
+    buffers: str = "shared",
 ) -> int:
     """Judge one solution on every workload.
 
@@ -153,10 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--timer", choices=TIMERS, default="events",
                    help="CUDA: 'events' times between CUDA events after the pre-roll; 'cupti' takes upstream's "
                         "window, first GPU activity to last on any stream (default %(default)s)")
-    e.add_argument("--buffers", choices=("auto", *BUFFER_MODES), default="auto",
+    e.add_argument("--buffers", choices=BUFFER_MODES, default="shared",
                    help="'private': the candidate runs on its own process's copies of the judge's buffers, "
                         "copied in and out outside the timed window, as the reference is timed; 'shared': on "
-                        "the judge's buffers mapped into its process; 'auto': private on a GPU (default %(default)s)")
+                        "the judge's buffers mapped into its process (default %(default)s)")
     v = sub.add_parser("validate", help="check problem directories")
     v.add_argument("dirs", type=Path, nargs="+")
     v.add_argument("--json", action="store_true")

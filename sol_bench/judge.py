@@ -91,25 +91,20 @@ class JudgeConfig:
     # CUDA: "events" times the call between CUDA events after the pre-roll; "cupti" takes upstream's window,
     # first GPU activity to last on any stream (device_window.py), and needs no pre-roll.
     timer: str = "events"
-    # "private" calls the candidate on its own process's copies of the shared buffers, copied in and out outside
-    # the timed window (worker.BufferSets), as the reference is timed on its own process's memory; "shared" on
-    # the judge's buffers mapped into its process (CUDA IPC). "auto": private on a GPU; shared off it, where the
-    # judge's clock spans the whole request (copies included) and shared memory costs nothing extra.
-    buffers: str = "auto"
+    # "shared": the candidate reads and writes the judge's buffers, mapped into its process (CUDA IPC on a GPU).
+    # "private": its process's own copies, filled and emptied around each call outside the timed window
+    # (worker.BufferSets), as the reference is timed on its own process's memory. On an H200 the two read the
+    # 16 bundled rows' best candidates alike (geomean 1.001, bench/buffers_ab.py, session 15): shared stays the
+    # default, without the copies' time and memory.
+    buffers: str = "shared"
 
     def __post_init__(self) -> None:
         if self.preroll_kind not in PREROLL_KINDS:
             raise ValueError(f"JudgeConfig.preroll_kind: {self.preroll_kind!r} is not one of {', '.join(PREROLL_KINDS)}")
         if self.timer not in TIMERS:
             raise ValueError(f"JudgeConfig.timer: {self.timer!r} is not one of {', '.join(TIMERS)}")
-        if self.buffers not in ("auto", *BUFFER_MODES):
-            raise ValueError(f"JudgeConfig.buffers: {self.buffers!r} is not one of auto, {', '.join(BUFFER_MODES)}")
-
-    def worker_buffers(self, device: torch.device) -> str:
-        """The buffer mode the candidate's process gets on ``device`` (``auto`` resolved)."""
-        if self.buffers != "auto":
-            return self.buffers
-        return "private" if device.type == "cuda" else "shared"
+        if self.buffers not in BUFFER_MODES:
+            raise ValueError(f"JudgeConfig.buffers: {self.buffers!r} is not one of {', '.join(BUFFER_MODES)}")
 
 
 @dataclass
@@ -623,8 +618,7 @@ def evaluate(
                         worker = start_worker(
                             staged, str(device), solution.spec.entry_file, solution.spec.entry_function,
                             solution.spec.destination_passing_style, module_path, env, config.timeout_s, starts,
-                            config.launch_preroll_us, worker_cpus, config.preroll_kind, config.timer,
-                            config.worker_buffers(device),
+                            config.launch_preroll_us, worker_cpus, config.preroll_kind, config.timer, config.buffers,
                         )  # fmt: skip
                     except (CompileFailure, CandidateTimeout) as e:
                         load_failure = e

@@ -53,8 +53,9 @@ class BufferSets:
     """The candidate's arguments for each registered set ``j``: the judge's shared tensors, or copies of them.
 
     ``private``: the candidate reads and writes tensors of this process's own allocator, as the reference
-    does when T_b is timed, rather than the judge's memory mapped in through CUDA IPC (an H200 read a 2 MB
-    element-wise kernel's buffers 0.14 µs slower mapped, bench/ipc_offset.py). ``stage(j)`` copies the
+    does when T_b is timed, rather than the judge's memory mapped in through CUDA IPC (one compiled call read
+    a 2 MB kernel's IPC buffers 0.14 µs slower, bench/ipc_offset.py; judged, the 16 bundled rows read alike
+    either way, bench/buffers_ab.py: the judge's default stays ``shared``). ``stage(j)`` copies the
     judge's inputs and (poisoned) outputs in before a call, outside any timed window; ``publish(j)`` copies
     the outputs and the inputs back after it, so the judge's own checks still see what the call wrote, an
     input it modified included. The caller synchronises the device around both.

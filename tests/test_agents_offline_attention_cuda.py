@@ -95,7 +95,8 @@ def test_bundled_decode_problems_get_the_cuda_kernel_first(path):
     assert any("__attention_triton_" in n for n in names)
     first = OfflineAgent().propose(p, [], "cuda:0")
     assert first is not None and first.language == "cuda_cpp"
-    assert first.solution.name == f"{p.name}__attention_cuda_cpp_threads128_waves1"
+    assert first.solution.name == f"{p.name}__attention_cuda_cpp_threads128_waves2_clusterTrue"
+    assert cuda[4:] == [f"{p.name}__attention_cuda_cpp_threads{t}_waves{w}" for t in (128, 256) for w in (1, 2)]
     # the CPU plan has no CUDA candidate
     assert not any("cuda_cpp" in x.solution.name for x in plan(p, "cpu"))
 
@@ -149,8 +150,8 @@ def test_rendered_sources_are_a_light_kernel_and_a_pybind_binding():
         (decl,) = [line for line in binding.splitlines() if line.startswith("void run(")]
         assert decl == "void run(at::Tensor q, at::Tensor k_cache, at::Tensor v_cache, at::Tensor out);"
         assert kernel.count(decl[:-1] + " {\n") == 1
-        t, w = params["threads"], params["waves"]
-        assert f"decode_attention<scalar_t, 128, {t}, {w}>(" in kernel and "using scalar_t = __nv_bfloat16;" in kernel
+        t, w, cl = params["threads"], params["waves"], "true" if params.get("cluster") else "false"
+        assert f"decode_attention<scalar_t, 128, {t}, {w}, {cl}>(" in kernel and "using scalar_t = __nv_bfloat16;" in kernel
         assert kernel.count("new_empty(") == 1 and "getCurrentCUDAStream()" in kernel
         assert "a.head_mul_k = G_; a.head_mul_g = 1;" in kernel  # repeat_interleave: head h uses kv head h // G
         scale = float(re.search(r"a\.qk_scale = ([0-9.e-]+)f;", kernel).group(1))
@@ -183,17 +184,19 @@ def _compile(sol, out: Path, extra: list[str]) -> tuple[dict, str]:
 
 
 @pytest.mark.cuda_compile
-@pytest.mark.parametrize("case", ["bundled_q32", "fp16_d64_tile_bhsd"])
+@pytest.mark.parametrize("case", ["bundled_q32", "bundled_q32_cluster", "fp16_d64_tile_bhsd"])
 def test_cuda_decode_compiles_for_sm90a_without_spills(case, tmp_path):
     """kernel.cu (nvcc, sm_90a) and binding.cpp build through the judge's compile-only path, their run symbols
-    agree, and ptxas reports no spills for either kernel."""
+    agree, and ptxas reports no spills for any kernel: one launch a call, the merge in it (with the cluster
+    variant, its kernel and the arrival kernel it falls back to)."""
     if shutil.which("nvcc") is None or shutil.which("nm") is None:
         pytest.skip("nvcc or nm not on PATH")
     from cuda_build import run_symbols
 
-    if case == "bundled_q32":
+    if case.startswith("bundled_q32"):
         p = load_problem(BUNDLED[0])
-        params = CUDA.variants()[0]
+        params = CUDA.variants()[0 if case.endswith("cluster") else 4]
+        assert bool(params.get("cluster")) == case.endswith("cluster")
     else:
         p = load_problem(write_decode(tmp_path / "p", "fp16", layout="bhsd", dtype="float16", gqa="tile", d=64))
         params = CUDA.variants()[-1]
@@ -203,7 +206,7 @@ def test_cuda_decode_compiles_for_sm90a_without_spills(case, tmp_path):
     assert len(kernel["T"]) == 1 and not kernel["U"], kernel
     assert binding["U"] == kernel["T"], (binding, kernel)
     usage = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
-    assert len(usage) == 1, log[-3000:]  # one kernel: the last CTA of a pair merges in the same launch
+    assert len(usage) == (2 if params.get("cluster") else 1), log[-3000:]  # the merge in the same launch
     assert _sources(sol)["kernel.cu"].count("__global__") == 1  # a merge kernel's launch would add a host gap
     assert all(s == ("0", "0") for s in usage), log[-3000:]
 

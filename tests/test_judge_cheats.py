@@ -40,9 +40,9 @@ def test_cheat_gets_its_verdict(entry, tmp_path, staging):
 @pytest.mark.parametrize("name", ["honest/rmsnorm_dps", "honest/row_stats_return", "cheats/mutate_inputs",
                                   "cheats/cache_by_address", "cheats/skip_when_timed", "cheats/gc_scavenge_outputs"])
 def test_private_buffers_keep_every_verdict(name, tmp_path, staging):
-    """``buffers="private"`` (the GPU default, forced here on the CPU): the candidate runs on its process's own
-    copies, and a modified input, a cached result, skipped work and scavenged buffers still get their verdicts,
-    since what the call wrote (into its inputs too) is copied back where the judge checks it."""
+    """``buffers="private"``: the candidate runs on its process's own copies, and a modified input, a cached
+    result, skipped work and scavenged buffers still get their verdicts, since what the call wrote (into its
+    inputs too) is copied back where the judge checks it."""
     group, entry = name.split("/")
     e = corpus.entry(group, entry)
     traces, _ = run_entry(e, tmp_path, staging, first_workloads=1, config=fast_config(staging, buffers="private"))

@@ -20,6 +20,13 @@
 #   Prediction: private <= shared everywhere; -0.1 to -0.2 us on the 2-4 MB element-wise rows, ~0 on the
 #   one-row norms; on the 17-34 MB GEMVs, if the cost scales with bytes, -0.5 to -1.5 us. Then softmax's T = 333
 #   workload (its sweep failed in PART A, log not returned) and layernorm's T_b as the fastest of two compiles.
+# PART C: softmax's slice through the copy engine (cp.async.bulk into shared memory: "bulk") against 16-byte
+#   loads, 256 and 512 threads; its T = 333 and 2048 workloads checked; the planned variants judged. Then
+#   decode attention with the splits of a (batch, kv head) merged inside a thread-block cluster through
+#   distributed shared memory ("cluster") rather than by the last CTA to arrive through L2; checked on
+#   workloads 1-2 (in-process), then the planned variants judged on both decode problems.
+#   Prediction: bulk 4.9 -> ~4.2 us (the ~0.9 us that 32 KB more a CTA cost in PART A halves); decode q32
+#   6.2 -> ~5.0, q64 6.5 -> ~5.3 us (two L2 round trips of the arrival path replaced by DSMEM).
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 L1=data/problems/L1 L2=data/problems/L2
@@ -77,4 +84,13 @@ case "${PART:-A}" in
          -o "$OUT/buffers_ab.md" --json-out "$OUT/buffers_ab" > "$OUT/buffers_ab.log" 2>&1
      echo "buffers_ab rc=$?"; grep -v "^built\|^cached" "$OUT/buffers_ab.log" | tail -40
      stability ln 80 $L1/layernorm_fwd_h1024_eps5_tok257_bf16 ;;
+  C) BULK='{"threads": [512, 256], "resident": ["cluster"], "parts": [16], "bulk": [true]}'
+     sweep softmax_c0 110 0 $SOFTMAX softmax cuda_cpp "$BULK" '{"threads": [512, 256], "resident": ["cluster"], "parts": [16]}'
+     for w in 3 5; do sweep softmax_c$w 25 $w $SOFTMAX softmax cuda_cpp \
+         '{"threads": [512], "resident": ["cluster"], "parts": [16], "bulk": [false, true]}'; tail -2 "$OUT/sweep_softmax_c$w.log"; done
+     ONLY=softmax/cuda_cpp CANDIDATES=6 bench softmax_c 110 docs/bench/h200_tb_fastest_session14_a.jsonl $SOFTMAX
+     for w in 1 2; do sweep decode_q32_w$w 30 $w $L1/decode_attention_q32_kv8_d128_bf16 attention cuda_cpp \
+         '{"threads": [128, 256], "waves": [2], "cluster": [true]}'; tail -2 "$OUT/sweep_decode_q32_w$w.log"; done
+     ONLY=attention/cuda_cpp CANDIDATES=8 bench decode_c 170 docs/bench/h200_tb_fastest_session14_c.jsonl \
+         $L1/decode_attention_q32_kv8_d128_bf16 $L1/decode_attention_q64_kv8_d128_bf16 ;;
 esac
