@@ -340,31 +340,7 @@ __device__ __forceinline__ float2 cluster_peer_ms(const float2* mine, unsigned r
   return v;
 }
 
-// BULK: the slice comes in through the copy engine (cp.async.bulk into shared memory, an mbarrier counting its
-// bytes) rather than 16-byte loads, then each thread takes its vectors from shared memory.
-__device__ __forceinline__ void bulk_slice(uint4* staged, const uint4* src, unsigned bytes, unsigned long long* bar) {
-  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
-  if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
-    constexpr unsigned CHUNK = 8192;
-    for (unsigned off = 0; off < bytes; off += CHUNK) {
-      const unsigned n = bytes - off < CHUNK ? bytes - off : CHUNK;
-      const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(staged + off / 16));
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                   ::"r"(dst), "l"(src + off / 16), "r"(n), "r"(b) : "memory");
-    }
-  }
-  asm volatile("{\n\t.reg .pred done;\n\tWAIT:\n\t"
-               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n\t"
-               "@!done bra WAIT;\n\t}" ::"r"(b) : "memory");
-}
-
-template <typename T, int NV, bool CLUSTER, bool BULK>
+template <typename T, int NV, bool CLUSTER>
 __global__ void __launch_bounds__(1024) softmax_resident(const T* __restrict__ x, float2* __restrict__ ws,
                                                          T* __restrict__ y, int n_cols, int parts, int slice) {
   constexpr int V = 16 / sizeof(T);
@@ -372,21 +348,10 @@ __global__ void __launch_bounds__(1024) softmax_resident(const T* __restrict__ x
   const int v0 = (blockIdx.x % parts) * slice, v1 = min(n_cols / V, v0 + slice);
   const uint4* xr = reinterpret_cast<const uint4*>(x + row * n_cols);
   uint4 xv[NV];
-  if (BULK) {
-    extern __shared__ __align__(128) uint4 staged[];
-    __shared__ __align__(8) unsigned long long bar;
-    bulk_slice(staged, xr + v0, v1 > v0 ? (unsigned)(v1 - v0) * 16u : 0u, &bar);
-    #pragma unroll
-    for (int j = 0; j < NV; ++j) {
-      const int i = threadIdx.x + j * blockDim.x;
-      if (v0 + i < v1) xv[j] = staged[i];
-    }
-  } else {
-    #pragma unroll
-    for (int j = 0; j < NV; ++j) {
-      const int i = v0 + threadIdx.x + j * blockDim.x;
-      if (i < v1) xv[j] = __ldg(xr + i);
-    }
+  #pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int i = v0 + threadIdx.x + j * blockDim.x;
+    if (i < v1) xv[j] = __ldg(xr + i);
   }
   float m = -INFINITY, s = 0.f;
   #pragma unroll
@@ -457,23 +422,19 @@ __global__ void __launch_bounds__(1024) softmax_resident(const T* __restrict__ x
   if (CLUSTER) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-template <typename T, int NV, bool CLUSTER, bool BULK>
+template <typename T, int NV, bool CLUSTER>
 static bool launch_resident(long long rows, int parts, int slice, int threads, const T* x, float2* ws, T* y,
                             int n_cols, cudaStream_t stream) {
-  auto kernel = softmax_resident<T, NV, CLUSTER, BULK>;
+  auto kernel = softmax_resident<T, NV, CLUSTER>;
   const dim3 grid((unsigned)(rows * parts)), block(threads);
-  const size_t smem = BULK ? (size_t)slice * 16 : 0;
-  cudaError_t err = smem > 48 * 1024 ? cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)
-                                     : cudaSuccess;
-  if (err != cudaSuccess) {
-  } else if (CLUSTER) {
+  cudaError_t err;
+  if (CLUSTER) {
     // more than 8 CTAs a cluster is a non-portable size (16 on the H100/H200)
     err = parts > 8 ? cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) : cudaSuccess;
     if (err == cudaSuccess) {
       cudaLaunchConfig_t cfg = {};
       cfg.gridDim = grid;
       cfg.blockDim = block;
-      cfg.dynamicSmemBytes = smem;
       cfg.stream = stream;
       cudaLaunchAttribute attr[1];
       attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -486,7 +447,7 @@ static bool launch_resident(long long rows, int parts, int slice, int threads, c
     }
   } else {
     void* args[] = {(void*)&x, (void*)&ws, (void*)&y, (void*)&n_cols, (void*)&parts, (void*)&slice};
-    err = cudaLaunchCooperativeKernel((const void*)kernel, grid, block, args, smem, stream);
+    err = cudaLaunchCooperativeKernel((const void*)kernel, grid, block, args, 0, stream);
   }
   if (err == cudaSuccess) return true;
   (void)cudaGetLastError();  // refused (cluster size, co-residency): the caller takes another path
@@ -496,7 +457,7 @@ static bool launch_resident(long long rows, int parts, int slice, int threads, c
 // The resident path, or false where it does not apply: rows not 16-byte aligned, a slice over 8 vectors a
 // thread, a launch refused. `parts` CTAs a row (a cluster), or for the grid (parts <= 0) the SMs shared out
 // among the rows, no CTA left without a vector.
-template <typename T, bool BULK>
+template <typename T>
 static bool softmax_resident_row(const at::Tensor& xt, const T* x, T* y, long long rows, int n_cols, int threads,
                                  int parts, cudaStream_t stream) {
   constexpr int V = 16 / sizeof(T);
@@ -519,8 +480,8 @@ static bool softmax_resident_row(const at::Tensor& xt, const T* x, T* y, long lo
     ws = reinterpret_cast<float2*>(ws_t.data_ptr());
   }
 #define SOFTMAX_RESIDENT(NV_)                                                                                   \
-  return cluster ? launch_resident<T, NV_, true, BULK>(rows, parts, slice, threads, x, ws, y, n_cols, stream)    \
-                 : launch_resident<T, NV_, false, BULK>(rows, parts, slice, threads, x, ws, y, n_cols, stream)
+  return cluster ? launch_resident<T, NV_, true>(rows, parts, slice, threads, x, ws, y, n_cols, stream)          \
+                 : launch_resident<T, NV_, false>(rows, parts, slice, threads, x, ws, y, n_cols, stream)
   if (nv <= 1) SOFTMAX_RESIDENT(1);
   if (nv <= 2) SOFTMAX_RESIDENT(2);
   if (nv <= 4) SOFTMAX_RESIDENT(4);
@@ -579,8 +540,7 @@ def render_softmax_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> s
     parts = int(p.get("parts", 0)) if resident == "cluster" else 0
     if resident == "cluster" and not 2 <= parts <= 16:
         raise ValueError(f"softmax parts: {parts} CTAs a cluster (2-16)")
-    bulk = "true" if p.get("bulk") else "false"
-    first = (f"if (softmax_resident_row<scalar_t, {bulk}>({x}, xp, yp, rows, n_cols, {t}, {parts}, stream)) {{}}\n      else "
+    first = (f"if (softmax_resident_row<scalar_t>({x}, xp, yp, rows, n_cols, {t}, {parts}, stream)) {{}}\n      else "
              if resident else "")
     body = f"""  if ({x}.numel() == 0) return;
   const int n_cols = {x}.size(-1);
@@ -612,11 +572,10 @@ SOFTMAX = Family(
         Renderer("pytorch", False, {}, render_softmax_pytorch),
         Renderer("triton", True, {"num_warps": (4, 8, 16)}, render_softmax_triton),
         # the row resident in registers first: a cluster a row (one 128k fp32 row, H200, session 15: 16 CTAs of
-        # 512 threads 4.9 us, of 1024 5.1, 8 CTAs 5.8-6.0), its slices loaded by the copy engine, then a
-        # cooperative grid (5.8); then the two-pass kernels (fused: 6.1)
+        # 512 threads 4.9 us, of 1024 5.1, 8 CTAs 5.8-6.0; each slice brought in by cp.async.bulk instead: 5.0,
+        # and 11% slower at 333 rows), then a cooperative grid (5.8); then the two-pass kernels (fused: 6.1)
         Renderer("cuda_cpp", True,
                  ({"threads": (512, 1024), "resident": ("cluster",), "parts": (16, 8)},
-                  {"threads": (512, 256), "resident": ("cluster",), "parts": (16,), "bulk": (True,)},
                   {"threads": (256, 128), "resident": ("grid",)},
                   {"threads": (512, 256, 1024), "fused": (True, False)}),
                  render_softmax_cuda, file=CUDA_FILE),
