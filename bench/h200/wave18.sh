@@ -13,6 +13,10 @@
 #   session 10 profiled _attn_fwd at 5.2 us for 12 heads x 197 tokens, 48 CTAs each looping over 4 key
 #   blocks). Prediction: block_m 16 or 32 with block_n 256 (156 / 84 CTAs, one key block) ~2.5 us for the
 #   kernel, the block ~18 us (from 20.6).
+#   Outcome: softmax cluster 16 x 512 judged 4.8 us (in-process 4.86; 16 x 1024 5.1, 8 CTAs 5.8-6.0, grid
+#   5.8-6.5): right direction, a third of the predicted gain (1.94x T_b, SOL 0.66). Correct on T = 7, 64; the
+#   T = 333 check failed to bind (template_sweep probed the large workload; fixed, re-run in PART C). MHA
+#   20.5-22.4 us over the 9 tilings, _attn_fwd 4.6-5.0 us: wrong, no change.
 # PART B: the judge's candidate buffers (JudgeConfig.buffers): the worker's own copies ("private", new default on
 #   a GPU) against the judge's IPC-mapped tensors ("shared"). bench/buffers_ab.py judges each of the 16 rows' best
 #   candidate shared, private, private (in that order, so drift hits both). T_b is timed on the judge's own
@@ -20,6 +24,9 @@
 #   Prediction: private <= shared everywhere; -0.1 to -0.2 us on the 2-4 MB element-wise rows, ~0 on the
 #   one-row norms; on the 17-34 MB GEMVs, if the cost scales with bytes, -0.5 to -1.5 us. Then softmax's T = 333
 #   workload (its sweep failed in PART A, log not returned) and layernorm's T_b as the fastest of two compiles.
+#   Outcome: wrong. Geomean private / shared 1.001 over the 16 rows (0.972-1.027, gelu_quick 1.006, linear k4096
+#   0.994): the judge's default stays shared. Layernorm's T_b 2.24 / 2.24 us (session 10's draw: 2.0). The
+#   T = 333 sweep failed again (the binding fix came after this call).
 # PART C: softmax's slice through the copy engine (cp.async.bulk into shared memory: "bulk") against 16-byte
 #   loads, 256 and 512 threads; its T = 333 and 2048 workloads checked; the planned variants judged. Then
 #   decode attention with the splits of a (batch, kv head) merged inside a thread-block cluster through
@@ -27,6 +34,9 @@
 #   workloads 1-2 (in-process), then the planned variants judged on both decode problems.
 #   Prediction: bulk 4.9 -> ~4.2 us (the ~0.9 us that 32 KB more a CTA cost in PART A halves); decode q32
 #   6.2 -> ~5.0, q64 6.5 -> ~5.3 us (two L2 round trips of the arrival path replaced by DSMEM).
+#   Outcome: bulk wrong (4.99 vs 4.93 in-process, judged 5.1 vs 4.8-4.9; 11% slower at T = 333 and 2048:
+#   dropped). Softmax correct at T = 333 and 2048. Decode right direction, smaller: q32 5.4 us (arrival
+#   variants in the same call 5.7-6.4), q64 5.7 (6.5-7.0); correct in-process on B=7 L=4097 and B=16 L=2048.
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 L1=data/problems/L1 L2=data/problems/L2
