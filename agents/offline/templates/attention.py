@@ -36,8 +36,8 @@ import torch
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import (CUDA_ARRIVAL_COUNTERS, CUDA_FILE, Binding, Family, Renderer, cuda_module, py_signature,
-                   triton_launcher)
+from .base import (CUDA_ARRIVAL_COUNTERS, CUDA_CLUSTERS, CUDA_FILE, Binding, Family, Renderer, cuda_module,
+                   py_signature, triton_launcher)
 from .probe import Probe
 
 # axes of (b, h, s, d) in q/out and in k/v for each layout; None: absent (length 1)
@@ -479,57 +479,34 @@ template <typename T> __device__ __forceinline__ void attn_store4(T* p, float x,
   *reinterpret_cast<uint2*>(p) = make_uint2(AttnMma<T>::pack(x, y), AttnMma<T>::pack(z, w));
 }
 
-// Merge of one (group member g, 4 outputs d..d+3) over the splits of a pair:
-// out = sum_s e_s acc_s / sum_s e_s l_s with e_s = 2^(m_s - max_s m_s). The partials were written by other CTAs
-// of this launch, so they are read through L2 (ld.cg), never from this SM's L1.
-template <typename T, int D>
-__device__ __forceinline__ void decode_attn_merge_item(const float* __restrict__ ws_o, const float2* __restrict__ ws_ml,
-                                                       T* __restrict__ out, const DecodeAttnArgs& a, int pair, int g,
-                                                       int d) {
-  const int b = pair / a.HKV, hk = pair % a.HKV;
-  const long long first = (long long)pair * a.splits * a.G + g;  // part (pair, split s, g) = first + s * G
+// Merge of one (group member g, 4 outputs d..d+3) over the splits of a pair, in split order:
+// out = sum_s e_s acc_s / sum_s e_s l_s with e_s = 2^(m_s - max_s m_s). `ml(s)` and `acc(s)` read split s's
+// (m, l) and its 4 accumulators: written by other CTAs of this launch, through L2 (ld.cg, never this SM's L1) or
+// from their shared memory (a cluster).
+template <typename T, typename ML, typename ACC>
+__device__ __forceinline__ void decode_attn_merge(ML ml, ACC acc_of, int splits, T* __restrict__ dst) {
   float mx = -1e30f;
-  for (int s = 0; s < a.splits; ++s) mx = fmaxf(mx, __ldcg(&ws_ml[first + (long long)s * a.G]).x);
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, ml(s).x);
   float l = 0.f;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   #pragma unroll 4
-  for (int s = 0; s < a.splits; ++s) {
-    const long long part = first + (long long)s * a.G;
-    const float2 ml = __ldcg(&ws_ml[part]);
-    const float4 x = __ldcg(reinterpret_cast<const float4*>(ws_o + part * D + d));
-    const float e = attn_ex2(ml.x - mx);
-    l += e * ml.y;
+  for (int s = 0; s < splits; ++s) {
+    const float2 m_l = ml(s);
+    const float4 x = acc_of(s);
+    const float e = attn_ex2(m_l.x - mx);
+    l += e * m_l.y;
     acc.x += e * x.x; acc.y += e * x.y; acc.z += e * x.z; acc.w += e * x.w;
   }
   const float inv = 1.f / l;
-  attn_store4<T>(out + b * a.sob + (long long)(hk * a.head_mul_k + g * a.head_mul_g) * a.soh + d,
-                 acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+  attn_store4<T>(dst, acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
 }
 
 // CLUSTER: the splits of a pair are one thread-block cluster. Each CTA keeps its merged (m, l, acc) in shared
 // memory; after a cluster barrier every CTA merges a share of the pair's outputs, reading the partials of all
-// the splits through distributed shared memory (inline PTX: mapa, ld.shared::cluster) in split order, as the
-// arrival path reads them from L2. Why: the arrival path crosses L2 three times after the last tile (partials
-// out, the counter, partials in); one 128k-wide softmax row read 4.9 us with a cluster exchange against 5.8
-// with a grid barrier through L2 (H200, session 15).
-__device__ __forceinline__ unsigned attn_peer(const void* p, unsigned rank) {
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-               : "=r"(remote) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))), "r"(rank));
-  return remote;
-}
-__device__ __forceinline__ float2 attn_peer_f2(const float2* p, unsigned rank) {
-  float2 v;
-  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(attn_peer(p, rank)) : "memory");
-  return v;
-}
-__device__ __forceinline__ float4 attn_peer_f4(const float* p, unsigned rank) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(attn_peer(p, rank)) : "memory");
-  return v;
-}
-
+// the splits through distributed shared memory (dsmem_f2, dsmem_f4) in split order, as the arrival path reads
+// them from L2. Why: the arrival path crosses L2 three times after the last tile (partials out, the counter,
+// partials in). H200, session 15, L = 512: q32 kv8 5.4 us against 5.7-6.4 for the arrival variants, q64 5.7
+// against 6.5-7.0.
 template <typename T, int D, int THREADS, bool CLUSTER>
 __global__ void __launch_bounds__(THREADS, 384 / THREADS)  // <= 168 registers at 128 threads: no spills
 decode_attn_split(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ out,
@@ -687,20 +664,8 @@ decode_attn_split(const T* __restrict__ q, const T* __restrict__ k, const T* __r
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
     for (int item = split + a.splits * threadIdx.x; item < a.G * DV; item += a.splits * THREADS) {
       const int g = item / DV, d = (item % DV) * 4;
-      float mx = -1e30f;
-      for (int r = 0; r < a.splits; ++r) mx = fmaxf(mx, attn_peer_f2(&c_ml[g], r).x);
-      float l = 0.f;
-      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-      for (int r = 0; r < a.splits; ++r) {
-        const float2 ml = attn_peer_f2(&c_ml[g], r);
-        const float4 x = attn_peer_f4(&c_o[g][d], r);
-        const float e = attn_ex2(ml.x - mx);
-        l += e * ml.y;
-        acc.x += e * x.x; acc.y += e * x.y; acc.z += e * x.z; acc.w += e * x.w;
-      }
-      const float inv = 1.f / l;
-      attn_store4<T>(out + b * a.sob + (long long)(hk * a.head_mul_k + g * a.head_mul_g) * a.soh + d,
-                     acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+      decode_attn_merge<T>([&](int r) { return dsmem_f2(&c_ml[g], r); }, [&](int r) { return dsmem_f4(&c_o[g][d], r); },
+                           a.splits, out + b * a.sob + (long long)(hk * a.head_mul_k + g * a.head_mul_g) * a.soh + d);
     }
     // every peer has read this CTA's partials before it leaves
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
@@ -714,8 +679,13 @@ decode_attn_split(const T* __restrict__ q, const T* __restrict__ k, const T* __r
   __syncthreads();
   if (!s_last) return;
   __threadfence();
-  for (int item = threadIdx.x; item < a.G * DV; item += THREADS)
-    decode_attn_merge_item<T, D>(ws_o, ws_ml, out, a, pair, item / DV, (item % DV) * 4);
+  for (int item = threadIdx.x; item < a.G * DV; item += THREADS) {
+    const int g = item / DV, d = (item % DV) * 4;
+    const long long first = (long long)pair * a.splits * a.G + g;  // part (pair, split s, g) = first + s * G
+    decode_attn_merge<T>([&](int s) { return __ldcg(&ws_ml[first + (long long)s * a.G]); },
+                         [&](int s) { return __ldcg(reinterpret_cast<const float4*>(ws_o + (first + (long long)s * a.G) * D + d)); },
+                         a.splits, out + b * a.sob + (long long)(hk * a.head_mul_k + g * a.head_mul_g) * a.soh + d);
+  }
   // No other CTA of this pair touches the counter again in this launch: leave it zero for the next one.
   if (threadIdx.x == 0) arrivals[pair] = 0u;
 }
@@ -762,23 +732,9 @@ static void decode_attention(const at::Tensor& q, const T* qp, const T* kp, cons
     return;
   }
   if constexpr (CLUSTER) {  // a cluster of `splits` CTAs a pair; where the launch is refused, the arrival path
-    auto kernel = decode_attn_split<T, D, THREADS, true>;
-    cudaError_t err = splits > 8 ? cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)
-                                 : cudaSuccess;
-    if (err == cudaSuccess) {
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3((unsigned)(pairs * splits));
-      cfg.blockDim = dim3(THREADS);
-      cfg.stream = stream;
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = (unsigned)splits;
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      err = cudaLaunchKernelEx(&cfg, kernel, qp, kp, vp, op, (float*)nullptr, (float2*)nullptr, (unsigned*)nullptr, a);
-    }
+    const cudaError_t err = launch_clusters(decode_attn_split<T, D, THREADS, true>, dim3((unsigned)(pairs * splits)),
+                                            dim3(THREADS), (unsigned)splits, stream, qp, kp, vp, op, (float*)nullptr,
+                                            (float2*)nullptr, (unsigned*)nullptr, a);
     if (err == cudaSuccess) return;
     (void)cudaGetLastError();
   }
@@ -854,7 +810,7 @@ def render_attention_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) ->
   decode_attention<scalar_t, {d}, {threads}, {waves}, {cluster}>({q}, reinterpret_cast<const scalar_t*>({q}.data_ptr()),
       reinterpret_cast<const scalar_t*>({k}.data_ptr()), reinterpret_cast<const scalar_t*>({v}.data_ptr()),
       reinterpret_cast<scalar_t*>({o}.data_ptr()), B, a, c10::cuda::getCurrentCUDAStream());"""
-    return cuda_module(problem, CUDA_ARRIVAL_COUNTERS + _CUDA_DECODE, body)
+    return cuda_module(problem, CUDA_ARRIVAL_COUNTERS + CUDA_CLUSTERS + _CUDA_DECODE, body)
 
 
 def triton_accepts(b: Binding) -> bool:

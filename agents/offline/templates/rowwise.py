@@ -16,7 +16,9 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, eps_literal, py_signature, triton_launcher
+from .base import (
+    CUDA_CLUSTERS, CUDA_FILE, Binding, Family, Renderer, cuda_module, eps_literal, py_signature, triton_launcher,
+)
 
 
 def _single_output_like(problem: Problem) -> tuple[str, list] | None:
@@ -328,18 +330,10 @@ __global__ void softmax_chunk_fused(const T* __restrict__ x, float2* __restrict_
 // A row held in registers over `parts` CTAs (RESIDENT): each CTA reads its slice of the row once, 16 bytes a
 // load, all of them requested before any is used; the CTAs exchange their (m, s) and write from registers, so
 // x is read once (softmax_chunk_fused reads it twice). The exchange: CLUSTER, the row's CTAs are one thread-
-// block cluster and read each other's (m, s) from distributed shared memory after a cluster barrier (inline
-// PTX: mapa, ld.shared::cluster); otherwise a cooperative grid, partials in `ws` and grid_barrier. Why:
-// one 128k-wide fp32 row read 6.1 us in softmax_chunk_fused (H200, session 10), 2.4 us being a copy of its
-// bytes (bench/memory_floor.py).
-__device__ __forceinline__ float2 cluster_peer_ms(const float2* mine, unsigned rank) {
-  unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(mine)), remote;
-  float2 v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(remote) : "memory");
-  return v;
-}
-
+// block cluster and read each other's (m, s) from distributed shared memory after a cluster barrier
+// (dsmem_f2); otherwise a cooperative grid, partials in `ws` and grid_barrier. Why: one 128k-wide fp32 row
+// read 6.1 us in softmax_chunk_fused (H200, session 10), 2.4 us being a copy of its bytes
+// (bench/memory_floor.py); a 16-CTA cluster reads it in 4.8 us, the grid in 6.0 (session 15).
 template <typename T, int NV, bool CLUSTER>
 __global__ void __launch_bounds__(1024) softmax_resident(const T* __restrict__ x, float2* __restrict__ ws,
                                                          T* __restrict__ y, int n_cols, int parts, int slice) {
@@ -380,7 +374,7 @@ __global__ void __launch_bounds__(1024) softmax_resident(const T* __restrict__ x
     if (threadIdx.x < 32) {  // lane r reads rank r; the same shuffle tree in every CTA: the same (m, s)
       float pm = -INFINITY, ps = 0.f;
       if ((int)threadIdx.x < parts) {
-        const float2 o = cluster_peer_ms(&mine, threadIdx.x);
+        const float2 o = dsmem_f2(&mine, threadIdx.x);
         pm = o.x;
         ps = o.y;
       }
@@ -429,22 +423,7 @@ static bool launch_resident(long long rows, int parts, int slice, int threads, c
   const dim3 grid((unsigned)(rows * parts)), block(threads);
   cudaError_t err;
   if (CLUSTER) {
-    // more than 8 CTAs a cluster is a non-portable size (16 on the H100/H200)
-    err = parts > 8 ? cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) : cudaSuccess;
-    if (err == cudaSuccess) {
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = grid;
-      cfg.blockDim = block;
-      cfg.stream = stream;
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = (unsigned)parts;
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      err = cudaLaunchKernelEx(&cfg, kernel, x, ws, y, n_cols, parts, slice);
-    }
+    err = launch_clusters(kernel, grid, block, (unsigned)parts, stream, x, ws, y, n_cols, parts, slice);
   } else {
     void* args[] = {(void*)&x, (void*)&ws, (void*)&y, (void*)&n_cols, (void*)&parts, (void*)&slice};
     err = cudaLaunchCooperativeKernel((const void*)kernel, grid, block, args, 0, stream);
@@ -562,7 +541,7 @@ def render_softmax_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> s
     }}
   }});
   C10_CUDA_KERNEL_LAUNCH_CHECK();"""
-    return cuda_module(problem, _SOFTMAX_CUDA, body)
+    return cuda_module(problem, CUDA_CLUSTERS + _SOFTMAX_CUDA, body)
 
 
 SOFTMAX = Family(
