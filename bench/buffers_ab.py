@@ -116,7 +116,9 @@ def main() -> int:
     chosen = []
     for name, cand in names.items():
         whole = problems[name]
-        problem = whole.select(whole.pick_workloads(args.max_workloads, args.workload_pick)) if args.max_workloads else whole
+        problem = whole
+        if args.max_workloads:
+            problem = whole.select(whole.pick_workloads(args.max_workloads, args.workload_pick))
         try:
             chosen.append((problem, cand, find_solution(problem, whole, args.device, cand)))
         except LookupError as e:  # one renamed candidate costs its row, not the run
@@ -134,8 +136,8 @@ def main() -> int:
             r = judge(problem, doc, configs[m], baselines)
             runs[m].append(r)
             lat = ", ".join(f"{v * 1e3:.2f}" for v in r.latencies.values()) or "–"
-            print(f"{problem.name}: {cand} [{m}] {sorted(set(r.statuses))} T_k µs {lat} ({time.monotonic() - t0:.0f} s)",
-                  flush=True)  # fmt: skip
+            took = time.monotonic() - t0
+            print(f"{problem.name}: {cand} [{m}] {sorted(set(r.statuses))} T_k µs {lat} ({took:.0f} s)", flush=True)
             for why in dict.fromkeys(r.reasons):
                 print(f"  {why}", flush=True)
         row = {"problem": problem.name, "candidate": cand, "runs_us": {}, "median_us": {}}
@@ -150,7 +152,8 @@ def main() -> int:
             lat = {u: statistics.median(r.latencies[u] for r in ok if u in r.latencies) for u in ok[0].latencies}
             t_sol = ok[0].t_sol
             vs_tb = [baselines[u] / t for u, t in lat.items() if u in baselines]
-            sols = [sol_score(t, baselines[u], t_sol[u]).sol_score for u, t in lat.items() if u in baselines and u in t_sol]
+            sols = [sol_score(t, baselines[u], t_sol[u]).sol_score
+                    for u, t in lat.items() if u in baselines and u in t_sol]
             records[m].append({"problem": problem.name, "best": cand, "passed": 1, "tried": 1, "buffers": m,
                                "speedup": geomean([x for r in ok for x in r.speedups]), "vs_tb": geomean(vs_tb),
                                "sol_score": statistics.median(sols) if sols else None, "latencies_ms": lat,

@@ -626,8 +626,8 @@ def evaluate(
                     finally:
                         starts += 1
                         ctx.phase["start"] = ctx.phase.get("start", 0.0) + time.monotonic() - t1
-                    sandboxed = f"{worker.info.get('sandbox', 'unknown')}; buffers: {worker.info.get('buffers', 'unknown')}"
-                    ctx.env = environment(device, sandboxed)
+                    sandboxed, buffers = worker.info.get("sandbox", "unknown"), worker.info.get("buffers", "unknown")
+                    ctx.env = environment(device, f"{sandboxed}; buffers: {buffers}")
                 correctness, performance, t_sol, hw, note = _judge_workload(ctx, w, worker)
                 if _snapshot(problem.path) != before:
                     raise RewardHack("the problem directory changed while the candidate ran")

@@ -245,8 +245,8 @@ def main() -> None:
         try:
             if op == "load":
                 fn = _load_entry(args)
-                reply("ok", {"sandbox": desc, "buffers": args.buffers, "pid": os.getpid(), "persisting_l2_default": pinned_before,
-                            "persisting_l2_reset_each_call": reset_each_call,
+                reply("ok", {"sandbox": desc, "buffers": args.buffers, "pid": os.getpid(),
+                            "persisting_l2_default": pinned_before, "persisting_l2_reset_each_call": reset_each_call,
                             "cpus": sorted(os.sched_getaffinity(0))})
             elif op == "register":
                 _, j, inputs, outputs = msg

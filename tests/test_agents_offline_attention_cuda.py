@@ -151,7 +151,8 @@ def test_rendered_sources_are_a_light_kernel_and_a_pybind_binding():
         assert decl == "void run(at::Tensor q, at::Tensor k_cache, at::Tensor v_cache, at::Tensor out);"
         assert kernel.count(decl[:-1] + " {\n") == 1
         t, w, cl = params["threads"], params["waves"], "true" if params.get("cluster") else "false"
-        assert f"decode_attention<scalar_t, 128, {t}, {w}, {cl}>(" in kernel and "using scalar_t = __nv_bfloat16;" in kernel
+        assert f"decode_attention<scalar_t, 128, {t}, {w}, {cl}>(" in kernel
+        assert "using scalar_t = __nv_bfloat16;" in kernel
         assert kernel.count("new_empty(") == 1 and "getCurrentCUDAStream()" in kernel
         assert "a.head_mul_k = G_; a.head_mul_g = 1;" in kernel  # repeat_interleave: head h uses kv head h // G
         scale = float(re.search(r"a\.qk_scale = ([0-9.e-]+)f;", kernel).group(1))

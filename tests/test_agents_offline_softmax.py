@@ -176,7 +176,9 @@ def test_long_row_cuda_source_is_light_and_two_pass(tmp_path):
         for name in ("softmax_rows<", "softmax_row_loop<", "softmax_chunk_stats<", "softmax_chunk_write<"):
             assert name in kernel
         assert kernel.count("new_empty(") == 2 and "getCurrentCUDAStream" in kernel  # the partials of each path
-        call = kernel.split("softmax_resident_row<scalar_t>(", 1)[1].split(")", 1)[0] if "_resident" in sol.name else None
+        call = None
+        if "_resident" in sol.name:
+            call = kernel.split("softmax_resident_row<scalar_t>(", 1)[1].split(")", 1)[0]
         if "residentcluster_parts16" in sol.name:
             threads = sol.name.split("_threads")[1].split("_")[0]
             assert call.endswith(f", {threads}, 16, stream"), call
@@ -186,14 +188,16 @@ def test_long_row_cuda_source_is_light_and_two_pass(tmp_path):
             assert "softmax_resident_row<scalar_t>(" not in kernel
         if call is not None:  # a declined resident launch falls through to the two-pass path
             assert "stream)) {}\n      else if (vec) softmax_long<" in kernel
-    assert {s.name.split("_cuda_cpp_")[1] for s in sols} >= {"threads1024_residentcluster_parts8", "threads128_residentgrid"}
+    names = {s.name.split("_cuda_cpp_")[1] for s in sols}
+    assert names >= {"threads1024_residentcluster_parts8", "threads128_residentgrid"}
 
 
 def test_resident_softmax_parameters_are_checked(tmp_path):
     p = load_problem(write_problem(tmp_path / "problems", "softmax_wide", _DECOMPOSED, v=WIDE))
     (b,) = _matched(p)["softmax"]
-    for bad, why in (({"threads": 256, "resident": "warp"}, "resident"), ({"threads": 256, "resident": "cluster"}, "parts"),
-                     ({"threads": 256, "resident": "cluster", "parts": 32}, "parts")):  # fmt: skip
+    for bad, why in (({"threads": 256, "resident": "warp"}, "resident"),
+                     ({"threads": 256, "resident": "cluster"}, "parts"),
+                     ({"threads": 256, "resident": "cluster", "parts": 32}, "parts")):
         with pytest.raises(ValueError, match=why):
             rowwise.render_softmax_cuda(p, b, bad)
 

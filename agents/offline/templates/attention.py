@@ -664,7 +664,8 @@ decode_attn_split(const T* __restrict__ q, const T* __restrict__ k, const T* __r
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
     for (int item = split + a.splits * threadIdx.x; item < a.G * DV; item += a.splits * THREADS) {
       const int g = item / DV, d = (item % DV) * 4;
-      decode_attn_merge<T>([&](int r) { return dsmem_f2(&c_ml[g], r); }, [&](int r) { return dsmem_f4(&c_o[g][d], r); },
+      decode_attn_merge<T>([&](int r) { return dsmem_f2(&c_ml[g], r); },
+                           [&](int r) { return dsmem_f4(&c_o[g][d], r); },
                            a.splits, out + b * a.sob + (long long)(hk * a.head_mul_k + g * a.head_mul_g) * a.soh + d);
     }
     // every peer has read this CTA's partials before it leaves
@@ -682,8 +683,9 @@ decode_attn_split(const T* __restrict__ q, const T* __restrict__ k, const T* __r
   for (int item = threadIdx.x; item < a.G * DV; item += THREADS) {
     const int g = item / DV, d = (item % DV) * 4;
     const long long first = (long long)pair * a.splits * a.G + g;  // part (pair, split s, g) = first + s * G
-    decode_attn_merge<T>([&](int s) { return __ldcg(&ws_ml[first + (long long)s * a.G]); },
-                         [&](int s) { return __ldcg(reinterpret_cast<const float4*>(ws_o + (first + (long long)s * a.G) * D + d)); },
+    auto part = [&](int s) { return first + (long long)s * a.G; };
+    decode_attn_merge<T>([&](int s) { return __ldcg(&ws_ml[part(s)]); },
+                         [&](int s) { return __ldcg(reinterpret_cast<const float4*>(ws_o + part(s) * D + d)); },
                          a.splits, out + b * a.sob + (long long)(hk * a.head_mul_k + g * a.head_mul_g) * a.soh + d);
   }
   // No other CTA of this pair touches the counter again in this launch: leave it zero for the next one.
@@ -701,7 +703,8 @@ template <typename T, int D, int THREADS> static int decode_attn_ctas_per_sm() {
   static int cached = 0;
   if (cached > 0) return cached;
   int n = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attn_split<T, D, THREADS, false>, THREADS, 0));
+  C10_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attn_split<T, D, THREADS, false>, THREADS, 0));
   cached = n > 0 ? n : 1;
   return cached;
 }

@@ -277,7 +277,8 @@ __device__ __forceinline__ unsigned dsmem_addr(const void* p, unsigned rank) {
 }
 __device__ __forceinline__ float2 dsmem_f2(const float2* p, unsigned rank) {
   float2 v;
-  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(dsmem_addr(p, rank)) : "memory");
+  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];"
+               : "=f"(v.x), "=f"(v.y) : "r"(dsmem_addr(p, rank)) : "memory");
   return v;
 }
 __device__ __forceinline__ float4 dsmem_f4(const float* p, unsigned rank) {
