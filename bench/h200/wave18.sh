@@ -34,9 +34,10 @@
 #   workloads 1-2 (in-process), then the planned variants judged on both decode problems.
 #   Prediction: bulk 4.9 -> ~4.2 us (the ~0.9 us that 32 KB more a CTA cost in PART A halves); decode q32
 #   6.2 -> ~5.0, q64 6.5 -> ~5.3 us (two L2 round trips of the arrival path replaced by DSMEM).
-#   Outcome: bulk wrong (4.99 vs 4.93 in-process, judged 5.1 vs 4.8-4.9; 11% slower at T = 333 and 2048:
-#   dropped). Softmax correct at T = 333 and 2048. Decode right direction, smaller: q32 5.4 us (arrival
-#   variants in the same call 5.7-6.4), q64 5.7 (6.5-7.0); correct in-process on B=7 L=4097 and B=16 L=2048.
+#   Outcome: bulk wrong (4.99 vs 4.93 in-process, judged 5.1 vs 4.8-4.9; 11% slower at T = 333 and 2048):
+#   dropped after this call, so the renderer now ignores this PART's "bulk" knob. Softmax correct at T = 333
+#   and 2048. Decode right direction, smaller: q32 5.4 us (arrival variants in the same call 5.7-6.4), q64
+#   5.7 (6.5-7.0); correct in-process on B=7 L=4097 and B=16 L=2048.
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 L1=data/problems/L1 L2=data/problems/L2
