@@ -176,18 +176,18 @@ def test_long_row_cuda_source_is_light_and_two_pass(tmp_path):
         for name in ("softmax_rows<", "softmax_row_loop<", "softmax_chunk_stats<", "softmax_chunk_write<"):
             assert name in kernel
         assert kernel.count("new_empty(") == 2 and "getCurrentCUDAStream" in kernel  # the partials of each path
-        call = None
+        call, threads = None, sol.name.split("_threads")[1].split("_")[0]
         if "_resident" in sol.name:
             call = kernel.split("softmax_resident_row<scalar_t>(", 1)[1].split(")", 1)[0]
         if "residentcluster_parts16" in sol.name:
-            threads = sol.name.split("_threads")[1].split("_")[0]
             assert call.endswith(f", {threads}, 16, stream"), call
         elif "residentgrid" in sol.name:
             assert call.split(", ")[-2] == "0", call  # the grid sizes itself to the SMs
         elif "_resident" not in sol.name:
             assert "softmax_resident_row<scalar_t>(" not in kernel
-        if call is not None:  # a declined resident launch falls through to the two-pass path
+        if call is not None:  # a declined resident launch falls through to the fused two-pass path
             assert "stream)) {}\n      else if (vec) softmax_long<" in kernel
+            assert f"softmax_long<scalar_t, true>(x, xp, yp, rows, n_cols, {threads}, true, stream)" in kernel
     names = {s.name.split("_cuda_cpp_")[1] for s in sols}
     assert names >= {"threads1024_residentcluster_parts8", "threads128_residentgrid"}
 

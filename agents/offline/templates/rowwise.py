@@ -512,10 +512,11 @@ static void softmax_long(const at::Tensor& xt, const T* x, T* y, long long rows,
 
 def render_softmax_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     x, y, t = b.roles["x"], _out(problem), p["threads"]
-    fused = "true" if p.get("fused") else "false"
     resident = p.get("resident")
     if resident not in (None, "cluster", "grid"):
         raise ValueError(f"softmax resident: {resident!r} (cluster, grid or None)")
+    # a resident variant whose launch is refused falls back to the faster two-pass form (one cooperative launch)
+    fused = "true" if p.get("fused", resident is not None) else "false"
     parts = int(p.get("parts", 0)) if resident == "cluster" else 0
     if resident == "cluster" and not 2 <= parts <= 16:
         raise ValueError(f"softmax parts: {parts} CTAs a cluster (2-16)")
