@@ -354,6 +354,52 @@ def test_mlp_tma_kernels_are_correct_in_the_interpreter():
     assert len(result) == 6, result
     assert all(took == [True, False, False, False] for took in result.values()), result
 
+_PDL_SCRIPT = r"""
+import json, sys, types, torch
+sys.path.insert(0, sys.argv[1])
+from tests.test_agents_offline import write_problem, run_solution_here
+from agents.offline.templates import FAMILIES, build_solution
+from agents.offline.graph import trace_ops
+from sol_bench.problem import load_problem
+import pathlib, tempfile
+root = pathlib.Path(tempfile.mkdtemp())
+ok = {}
+for name in json.loads(sys.argv[2]):
+    p = load_problem(write_problem(root, name))
+    fam = next(f for f in FAMILIES if f.name == name.split("_")[0])
+    r = next(r for r in fam.renderers if r.language == "triton")
+    b = fam.match(p, trace_ops(p))[0]
+    params = {**r.variants()[0], "pdl": True, "graph": False}
+    if fam.name == "mlp":  # small tiles, the down projection split in 3 (the sum kernel launched too)
+        params.update(bm=16, bn=16, bk=16, down_bn=32, down_bk=32, tma=False, split=3)
+    sol = build_solution(p, fam.name, r, b, params)
+    src = sol.sources[0].content
+    module = types.ModuleType("probe_pdl")
+    exec(compile(src, "kernel.py", "exec"), module.__dict__)
+    run_solution_here(p, sol, calls=2)
+    ok[name] = {"ready_cpu": module._gdc_ready(torch.zeros(1)), "waits": src.count("tl.extra.cuda.gdc_wait()"),
+                "pdl_launches": src.count("launch_pdl=gdc") + src.count("**gdc")}
+print("RESULT", json.dumps(ok))
+"""
+
+
+@pytest.mark.slow
+def test_pdl_variants_are_correct_in_the_interpreter():
+    """``pdl``: every kernel of the MLP and MHA files waits on the one before (griddepcontrol) and each launch asks
+    for programmatic dependent launch, turned off for CPU tensors (the interpreter has no such instruction);
+    the results still match the reference."""
+    pytest.importorskip("triton")
+    from triton_interp import run_interpreted
+
+    result = run_interpreted(_PDL_SCRIPT, ["mlp_gelu", "mha_block_biased"], timeout_s=240)
+    assert set(result) == {"mlp_gelu", "mha_block_biased"}, result
+    assert all(r["ready_cpu"] is False for r in result.values()), result
+    # the MLP: up, down, down split, split sum kernels; launches: up, down, down split, sum
+    assert result["mlp_gelu"]["waits"] >= 4 and result["mlp_gelu"]["pdl_launches"] == 4, result
+    # the MHA: the four projection kernels and the attention's two; launches: qkv (one or three), out, fwd, merge
+    assert result["mha_block_biased"]["waits"] == 6 and result["mha_block_biased"]["pdl_launches"] >= 4, result
+
+
 # ------------------------------------------------------------------------------------ cuda, nvcc compile
 
 

@@ -36,8 +36,8 @@ import torch
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import (CUDA_ARRIVAL_COUNTERS, CUDA_CLUSTERS, CUDA_FILE, Binding, Family, Renderer, cuda_module,
-                   py_signature, triton_launcher)
+from .base import (CUDA_ARRIVAL_COUNTERS, CUDA_CLUSTERS, CUDA_FILE, TRITON_GDC_ENTRY, TRITON_GDC_PARAM,
+                   TRITON_GDC_READY, Binding, Family, Renderer, cuda_module, py_signature, triton_launcher)
 from .probe import Probe
 
 # axes of (b, h, s, d) in q/out and in k/v for each layout; None: absent (length 1)
@@ -218,7 +218,9 @@ def _attn_fwd(Q, K, V, O, MW, LW, AW,
               sqb, sqh, sqs, sqd, skb, skh, sks, skd, svb, svh, svs, svd, sob, soh, sos, sod,
               HKV, SQ, SKV, qk_scale, causal_shift, kv_chunk,
               GROUP: tl.constexpr, TILE_HEADS: tl.constexpr, CAUSAL: tl.constexpr, SPLIT: tl.constexpr,
-              HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr):
+              HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr,
+              ''' + TRITON_GDC_PARAM + '''):
+    ''' + TRITON_GDC_ENTRY + '''
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
     pid_s = tl.program_id(2)
@@ -280,7 +282,9 @@ def _attn_fwd(Q, K, V, O, MW, LW, AW,
 
 @triton.jit
 def _attn_merge(O, MW, LW, AW, sob, soh, sos, sod, HKV, SQ, NSPLIT,
-                GROUP: tl.constexpr, TILE_HEADS: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr):
+                GROUP: tl.constexpr, TILE_HEADS: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr,
+                ''' + TRITON_GDC_PARAM + '''):
+    ''' + TRITON_GDC_ENTRY + '''
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = (pid_bh // HKV).to(tl.int64)
@@ -314,7 +318,8 @@ def _attn_merge(O, MW, LW, AW, sob, soh, sos, sod, HKV, SQ, NSPLIT,
 def triton_attention_source(c: Mapping[str, Any], p: Mapping[str, Any]) -> str:
     """Module-level Triton source (after ``import os, torch, triton, triton.language as tl``) defining
     ``_attention(q, k, v, o)`` for the semantics ``c`` (layout, scale, causal, gqa) and the launch
-    parameters ``p`` (block_m, block_n, split, num_warps, num_stages)."""
+    parameters ``p`` (block_m, block_n, split, num_warps, num_stages, and ``pdl``: both launches by
+    programmatic dependent launch on sm_90, see ``TRITON_GDC_PARAM``)."""
     shift = {False: "0", "top_left": "0", "bottom_right": "SKV - SQ"}[c["causal"]]
     qk_scale = c["scale"] * 1.4426950408889634  # log2(e): the kernel works in the exp2 domain
     qa, ka = LAYOUTS[c["layout"]]
@@ -323,7 +328,7 @@ def triton_attention_source(c: Mapping[str, Any], p: Mapping[str, Any]) -> str:
 # takes the DOT_F32 branch.
 _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 {_TRITON_KERNELS}
-{triton_launcher()}
+{triton_launcher()}{TRITON_GDC_READY}
 _fwd_launch, _merge_launch = _Launcher(_attn_fwd), _Launcher(_attn_merge)
 
 
@@ -352,13 +357,14 @@ def _plan(q, k, v, o):
         buf = torch.empty((n * (D + 2),), dtype=torch.float32, device=q.device)
         ws = (buf[:n], buf[n:2 * n], buf[2 * n:])  # (max, sum, acc): written before read on every call
     so = _strides(o, QAX)
+    gdc = dict(GDC=True, launch_pdl=True) if {bool(p.get("pdl"))} and _gdc_ready(q) else {{}}
     fwd = ((grid_m, B * HKV, splits),
            (*_strides(q, QAX), *_strides(k, KAX), *_strides(v, KAX), *so, HKV, SQ, SKV, {qk_scale!r}, {shift}, chunk),
            dict(GROUP=G, TILE_HEADS={c["gqa"] == "tile"}, CAUSAL={bool(c["causal"])}, SPLIT=splits > 1, HEAD_D=D,
                 BLOCK_M=BM, BLOCK_N=BN, DOT_F32=_INTERPRETED and q.dtype == torch.bfloat16,
-                num_warps={p["num_warps"]}, num_stages={p["num_stages"]}))
+                num_warps={p["num_warps"]}, num_stages={p["num_stages"]}, **gdc))
     merge = ((grid_m, B * HKV), (*so, HKV, SQ, splits),
-             dict(GROUP=G, TILE_HEADS={c["gqa"] == "tile"}, HEAD_D=D, BLOCK_M=BM, num_warps=4))
+             dict(GROUP=G, TILE_HEADS={c["gqa"] == "tile"}, HEAD_D=D, BLOCK_M=BM, num_warps=4, **gdc))
     return fwd, merge if splits > 1 else None, ws
 
 

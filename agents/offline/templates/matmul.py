@@ -19,8 +19,8 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import (CUDA_ARRIVAL_COUNTERS, CUDA_FILE, Binding, Family, Renderer, cuda_module, py_signature,
-                   triton_launcher)
+from .base import (CUDA_ARRIVAL_COUNTERS, CUDA_FILE, TRITON_GDC_ENTRY, TRITON_GDC_PARAM, Binding, Family, Renderer,
+                   cuda_module, py_signature, triton_launcher)
 
 _GEMM_OPS = {"mm", "addmm", "matmul", "t", "permute", "transpose", "_to_copy", "add", "relu", "gelu", "silu",
              "view", "_unsafe_view", "expand", "clone", "reshape", "linear", "contiguous"}  # fmt: skip
@@ -168,7 +168,8 @@ def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False, 
     return f"""
 @triton.jit
 def {name}(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,{extra}
-          {consts} BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+          {consts} BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr, {TRITON_GDC_PARAM}):
+    {TRITON_GDC_ENTRY}
     pid = tl.program_id(0){pick}
     grid_m, grid_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
     width = GROUP * grid_n
@@ -256,10 +257,11 @@ def _jit_launch(kernel):
 
 # Adds up split_k partial sums [SPLIT, M, N] (fp32, contiguous) into c, with an optional bias: one row per
 # program along grid axis 0, column blocks along axis 1.
-SPLIT_SUM = '''
+SPLIT_SUM = f'''
 @triton.jit
 def _sum_splits(ws_ptr, bias_ptr, c_ptr, N, scs, scm, scn, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr,
-                BLOCK: tl.constexpr):
+                BLOCK: tl.constexpr, {TRITON_GDC_PARAM}):
+    {TRITON_GDC_ENTRY}
     row = tl.program_id(0).to(tl.int64)
     col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     m = col < N

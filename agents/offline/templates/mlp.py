@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import Binding, Family, Renderer, graph_replayed, py_signature, triton_launcher
+from .base import TRITON_GDC_READY, Binding, Family, Renderer, graph_replayed, py_signature, triton_launcher
 from .elementwise import ACTS as ELEMENTWISE_ACTS, one_act_per_structure
 from .matmul import BIAS_EPILOGUE, FIT_TILES, SPLIT_SUM, TMA_DESCRIPTORS, triton_gemm_kernel
 
@@ -141,7 +141,7 @@ def _kernels(name: str, source: str, tma_source: str | None) -> tuple[str, str]:
     return source + tma_source, launchers + f"\n_{name}_tma_launch = _jit_launch(_{name}_tma)"
 
 
-def _split_parts(b: Binding, p: Mapping[str, Any], tiles: str) -> tuple[str, str, str, str]:
+def _split_parts(b: Binding, p: Mapping[str, Any], tiles: str, pdl: str) -> tuple[str, str, str, str]:
     """The split-K down projection's kernels, launchers, a comment and launches: summed by a second kernel, or
     (``sum_in_launch``) by the last slice of each tile."""
     w2, b2, tma = b.roles["w2"], b.roles.get("b2"), bool(p.get("tma"))
@@ -160,7 +160,7 @@ def _split_parts(b: Binding, p: Mapping[str, Any], tiles: str) -> tuple[str, str
     launches = f"""    {_launcher("down_split", tma)}((tiles2, split), opa, opb, h, ws, M, N, hidden, h.stride(0), h.stride(1),
         {w2}.stride(1), {w2}.stride(0), N, 1, k_per, M * N, BN=BN2, {tiles})
     _sum_launch((M, triton.cdiv(N, 1024)), ws, {b2 or "ws"}, c2, N, M * N, c2.stride(0), c2.stride(1), SPLIT=split,
-                HAS_BIAS={b2 is not None}, BLOCK=1024, num_warps=4)"""
+                HAS_BIAS={b2 is not None}, BLOCK=1024, num_warps=4{pdl})"""
     return (kernels + SPLIT_SUM, launchers + "\n_sum_launch = _Launcher(_sum_splits)", "then one kernel adds them up",
             launches)  # fmt: skip
 
@@ -179,9 +179,11 @@ def _render_launches(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     x, w1, w2, b1, b2 = r["x"], r["w1"], r["w2"], r.get("b1"), r.get("b2")
     tma, fit = bool(p.get("tma")), p.get("fit", True)
     up, down = _tiles(p), _tiles(p, down=True)
-    tiles1 = f"BM=BM, BK=BK, GROUP=8, num_warps={up['num_warps']}, num_stages={up['stages']}"
-    tiles2 = f"BM=BM2, BK=BK2, GROUP=8, num_warps={down['num_warps']}, num_stages={down['stages']}"
-    split_kernels, split_launchers, split_how, split_launches = _split_parts(b, p, tiles2)
+    # pdl: every launch after the first may be scheduled while the one before it runs (TRITON_GDC_PARAM)
+    pdl = ", GDC=gdc, launch_pdl=gdc" if p.get("pdl") else ""
+    tiles1 = f"BM=BM, BK=BK, GROUP=8, num_warps={up['num_warps']}, num_stages={up['stages']}{pdl}"
+    tiles2 = f"BM=BM2, BK=BK2, GROUP=8, num_warps={down['num_warps']}, num_stages={down['stages']}{pdl}"
+    split_kernels, split_launchers, split_how, split_launches = _split_parts(b, p, tiles2, pdl)
     up_kernels, up_launchers = _kernels("up", _gemm_kernel("_up", b1 is not None, b.consts["act"]),
                                         _gemm_kernel("_up_tma", b1 is not None, b.consts["act"], True) if tma else None)
     down_kernels, down_launchers = _kernels("down", _gemm_kernel("_down", b2 is not None, None),
@@ -193,7 +195,7 @@ import triton.language as tl
 {up_kernels}
 {down_kernels}
 {split_kernels}
-{triton_launcher()}{FIT_TILES}{TMA_DESCRIPTORS if tma else ""}
+{triton_launcher()}{FIT_TILES}{TMA_DESCRIPTORS if tma else ""}{TRITON_GDC_READY if pdl else ""}
 {up_launchers}
 {down_launchers}
 {split_launchers}
@@ -212,6 +214,7 @@ import triton.language as tl
     h = torch.empty((M, hidden), dtype={x}.dtype, device={x}.device)
     sms = _sms(a2)
     {f"use_tma = _tma_ready(a2, {w1}, {w2}, h)" if tma else "# pointer loads"}
+    {"gdc = _gdc_ready(a2)" if pdl else "# each launch waits for the one before it"}
     BM, BK = {up["bm"]}, {up["bk"]}
     BN1 = {f'_fit_bn(M, hidden, BM, {up["bn"]}, 1, sms)' if fit else up["bn"]}
     opa, opb = {_operands("a2", w1, tma, "BM", "BN1", "BK")}
@@ -255,10 +258,11 @@ FAMILY = Family(
             "triton", True,
             # first, the session-14 sweep's best (bench/template_sweep.py on the bundled vision MLP): tensor-
             # descriptor loads, the up projection in 64-column tiles over BK 128, the down one in 64x64 tiles
-            # over 8 slices of K; then the earlier grid, descriptors first
+            # over 8 or 4 slices of K, with and without programmatic dependent launch (session 16: in-process
+            # within +-1 us either way); then the earlier grid, descriptors first
             ({"bm": (64,), "bn": (64,), "bk": (128,), "num_warps": (4,), "stages": (3,), "tma": (True,),
-              "down_bn": (64,), "down_bk": (64,), "down_stages": (4,), "graph": (True,), "split": (8, "auto"),
-              "sum_in_launch": (False,)},
+              "down_bn": (64,), "down_bk": (64,), "down_stages": (4,), "graph": (True,), "split": (8, 4),
+              "pdl": (True, False), "sum_in_launch": (False,)},
              {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4, 8), "stages": (4, 3), "tma": (True, False),
               "graph": (True,), "split": ("auto",), "sum_in_launch": (False,)}),
             render_triton,
