@@ -18,6 +18,13 @@
 #   may be scheduled while the one before it runs, its programs waiting in griddepcontrol.wait. In-process
 #   the MLP's kernels sum to 16.1 us against 18.2 for the call: ~1 us per launch boundary.
 #   Prediction: MLP 18.2 -> ~16.5 us in-process (two boundaries), MHA 20.7 -> ~19 (two to three).
+#   Outcome: MHA right direction (20.5 -> 19.9 at the planned tiles, 21.3 -> 19.8 at bn 64); MLP within the
+#   spread (16.75 -> 17.7 at the planned point, 17.5 -> 16.5 at 4 slices). Judged in PART C.
+# PART D: deeper pipelines, fewer CTAs. cuBLAS runs the down projection (T_b's graph) in 4.33 us as 32 CTAs of
+#   64x104 tiles over the whole K with 10 stages in flight (nvjet_sm90_tst_64x104_64x10_4x2, session 10's
+#   profile); ours is 8 slices (6.3 us) plus a 2.4 us sum kernel. Here: the down projection unsplit (no sum
+#   kernel) in 24-48 CTAs with 6-10 stages of BK 64; the up projection in 96 CTAs with 6-8 stages.
+#   Prediction: down 8.7 -> ~5 us (one kernel), the block ~13-14 us in-process.
 #   Outcome: (filled in after the call)
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
@@ -55,6 +62,14 @@ case "${PART:-A}" in
          '{"pdl": [false, true], "fit": [false], "bm": [128], "bn": [64], "num_warps": [8]}' \
          '{"pdl": [false, true], "split": [4, 8], "down_bm": [64], "down_bn": [64, 128]}'
      sweep mha_pdl 100 $MHA mha '{"pdl": [false, true], "bm": [64, 128], "bn": [128, 64]}' ;;
+  D) sweep mlp_deep_down 150 $MLP mlp \
+         '{"split": [1], "fit": [false], "down_bm": [64, 128], "down_bn": [64, 128], "down_bk": [64],
+           "down_stages": [6, 8, 10], "down_num_warps": [4, 8]}'
+     sweep mlp_deep_up 110 $MLP mlp \
+         '{"fit": [false], "bn": [64, 128], "bk": [64], "stages": [6, 8], "num_warps": [4, 8]}' \
+         '{"fit": [false], "bn": [64], "bk": [128], "stages": [4, 5], "num_warps": [4, 8]}'
+     sweep mha_deep 70 $MHA mha '{"pdl": [true], "bn": [128, 64], "stages": [3, 6, 8]}' \
+         '{"pdl": [true], "fit": [false], "bm": [64], "bn": [64, 128], "stages": [6, 8]}' ;;
   C) R=docs/bench
      ONLY=mlp/triton CANDIDATES=6 PROBLEM_SECONDS=200 bench mlp 250 $R/h200_tb_fastest_session14_a.jsonl $MLP
      ONLY=mha/triton CANDIDATES=8 PROBLEM_SECONDS=200 bench mha 250 $R/h200_tb_fastest_session14_b.jsonl $MHA ;;
