@@ -25,7 +25,23 @@
 #   profile); ours is 8 slices (6.3 us) plus a 2.4 us sum kernel. Here: the down projection unsplit (no sum
 #   kernel) in 24-48 CTAs with 6-10 stages of BK 64; the up projection in 96 CTAs with 6-8 stages.
 #   Prediction: down 8.7 -> ~5 us (one kernel), the block ~13-14 us in-process.
-#   Outcome: (filled in after the call)
+#   Outcome: wrong. Unsplit down 18.4-25 us for the block in-process (judged 18.7-19.4 in PART C); deeper up
+#   pipelines 17.9-22.5. The MHA's projections with 6 stages: 17.4-17.9 us against 19.8 (right, not predicted).
+#   (PARTs D and C ran in one call, D first.)
+# PART C: the planned variants judged, MLP (8: pdl on/off at 8 and 4 slices, the two unsplit deep variants of
+#   PART D, then the earlier grid's first two) and MHA (8: pdl on/off over four tilings).
+#   Outcome: MLP best 16.7 us, pdl off at 8 slices (pdl on: 17.9; at 4 slices 16.9 / 16.8): pdl no gain, the
+#   unsplit variants dropped from the grid after this call. MHA: pdl on is 0.6-0.8 us faster at each of the four
+#   tilings (20.1-21.3 against 20.8-22.1).
+# PART E: MHA with 6-stage projections (pdl on, column tiles fitted or as given) judged, against the old first
+#   two. Outcome: 17.6-17.7 us (bm 64, bn 64, as given), 18.0 fitted; the old tiles 20.1-20.9: 1.99x T_b, SOL 0.67.
+# PART F: stage counts around both bests, in-process. Outcome: MLP nothing under the planned point (16.7); MHA
+#   5-6 stages 17.3, 7 stages 17.9, BK 128 19.6-20.4.
+# PART G: every row's best candidate judged twice this session (bench/buffers_ab.py, shared buffers).
+#   Outcome: geomean 1.374x T_b, 11/16, median SOL 0.558 (docs/bench/h200_offline_agents_session16.md).
+# PART H (run from a tree with a "sum_block" knob for the MLP's sum kernel, removed after this call): 1024-column
+#   programs (the template's) 16.7 us in-process against 17.1-17.4 for 128-512; judged 16.6 / 16.6 against
+#   16.8 / 16.7 at 256. No gain.
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 L2=data/problems/L2
@@ -70,7 +86,25 @@ case "${PART:-A}" in
          '{"fit": [false], "bn": [64], "bk": [128], "stages": [4, 5], "num_warps": [4, 8]}'
      sweep mha_deep 70 $MHA mha '{"pdl": [true], "bn": [128, 64], "stages": [3, 6, 8]}' \
          '{"pdl": [true], "fit": [false], "bm": [64], "bn": [64, 128], "stages": [6, 8]}' ;;
+  E) ONLY=mha/triton CANDIDATES=6 PROBLEM_SECONDS=200 bench mha_e 250 docs/bench/h200_tb_fastest_session14_b.jsonl $MHA ;;
+  F) sweep mlp_stages 80 $MLP mlp '{"stages": [3, 4], "down_stages": [4, 6]}' \
+         '{"bk": [64], "stages": [6], "down_stages": [4, 6]}' '{"split": [4], "down_stages": [6, 8]}'
+     sweep mha_stages 60 $MHA mha '{"stages": [5, 6, 7], "bk": [64, 128]}' ;;
+  G) R=docs/bench
+     timeout 330 python3 bench/buffers_ab.py data/problems --device cuda --timer cupti --rounds shared,shared \
+         --records $R/h200_offline_session10_{changed,rest_b,rest_c,mha}.jsonl \
+         $R/h200_offline_session11_{linears,pointwise,linears_c,gelus_c,rms_d,mlp_d}.jsonl \
+         $R/h200_offline_session12_{linears_c,gelus}.jsonl $R/h200_offline_session13_rms_c.jsonl \
+         $R/h200_offline_session14_{rope,mlp}.jsonl $R/h200_offline_session15_{softmax,softmax_c,decode_c}.jsonl \
+         --baselines $R/h200_tb_session10_{changed,rest}.jsonl $R/h200_tb_session11.jsonl $R/h200_tb_session11_d.jsonl \
+         $R/h200_tb_session12.jsonl $R/h200_tb_session13.jsonl $R/h200_tb_session13_fastest_of_compiles.jsonl \
+         $R/h200_tb_fastest_session14_{a,b,c,d}.jsonl $R/h200_tb_fastest_session15_ln.jsonl --prebuild-jobs 14 \
+         --candidate swiglu_fwd_i14336_bf16=elementwise_triton_block1024_num_warps8_fastFalse \
+         --candidate mlp_gelu_exact_k768_i3072_n768_tok197_bf16=mlp_triton_bm64_bn64_bk128_num_warps4_stages3_tmaTrue_down_bn64_down_bk64_down_stages4_graphTrue_split8_pdlFalse_sum_in_launchFalse \
+         --candidate encoder_attention_h768_heads12_n197_bf16=mha_triton_bm64_bn64_bk64_num_warps4_stages6_block_m64_block_n64_splitauto_num_stages2_graphTrue_pdlTrue_fitFalse \
+         -o "$OUT/rejudge.md" --json-out "$OUT/rejudge" > "$OUT/rejudge.log" 2>&1
+     echo "rejudge rc=$?"; grep -v "^built\|^cached" "$OUT/rejudge.log" | tail -30 ;;
   C) R=docs/bench
-     ONLY=mlp/triton CANDIDATES=6 PROBLEM_SECONDS=200 bench mlp 250 $R/h200_tb_fastest_session14_a.jsonl $MLP
+     ONLY=mlp/triton CANDIDATES=8 PROBLEM_SECONDS=200 bench mlp 250 $R/h200_tb_fastest_session14_a.jsonl $MLP
      ONLY=mha/triton CANDIDATES=8 PROBLEM_SECONDS=200 bench mha 250 $R/h200_tb_fastest_session14_b.jsonl $MHA ;;
 esac

@@ -184,11 +184,14 @@ FAMILY = Family(
         Renderer("pytorch", False, {}, render_pytorch),
         Renderer(
             "triton", True,
-            # programmatic dependent launch first: in-process 19.8-20.9 us against 20.5-22.7 without
-            # (session 16)
-            {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4,), "stages": (3,),
-             "block_m": (64,), "block_n": (64,), "split": ("auto",), "num_stages": (2,), "graph": (True,),
-             "pdl": (True, False)},
+            # first, 6 stages for the projection GEMMs (session 16, in-process: 17.4-17.9 us against 19.8 with 3);
+            # then programmatic dependent launch first (judged: 20.1-21.3 us against 20.8-22.1 without)
+            ({"bm": (64,), "bn": (64, 128), "bk": (64,), "num_warps": (4,), "stages": (6,), "block_m": (64,),
+              "block_n": (64,), "split": ("auto",), "num_stages": (2,), "graph": (True,), "pdl": (True,),
+              "fit": (False, True)},
+             {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4,), "stages": (3,),
+              "block_m": (64,), "block_n": (64,), "split": ("auto",), "num_stages": (2,), "graph": (True,),
+              "pdl": (True, False)}),
             render_triton, accepts=lambda b: b.consts["head_dim"] in TRITON_HEAD_DIMS,
         ),  # fmt: skip
     ),

@@ -258,15 +258,18 @@ FAMILY = Family(
             "triton", True,
             # first, the session-14 sweep's best (bench/template_sweep.py on the bundled vision MLP): tensor-
             # descriptor loads, the up projection in 64-column tiles over BK 128, the down one in 64x64 tiles
-            # over 8 or 4 slices of K, with and without programmatic dependent launch (session 16: in-process
-            # within +-1 us either way); then the earlier grid, descriptors first
+            # over 8 or 4 slices of K, with and without programmatic dependent launch (session 16, judged: 16.7
+            # and 17.9 us at 8 slices, 16.9 and 16.8 at 4); then the earlier grid, descriptors first
             ({"bm": (64,), "bn": (64,), "bk": (128,), "num_warps": (4,), "stages": (3,), "tma": (True,),
               "down_bn": (64,), "down_bk": (64,), "down_stages": (4,), "graph": (True,), "split": (8, 4),
-              "pdl": (True, False), "sum_in_launch": (False,)},
+              "pdl": (False, True), "sum_in_launch": (False,)},
              {"bm": (64, 128), "bn": (128, 64), "bk": (64,), "num_warps": (4, 8), "stages": (4, 3), "tma": (True, False),
               "graph": (True,), "split": ("auto",), "sum_in_launch": (False,)}),
             render_triton,
         ),  # fmt: skip
+        # Session 16 (bench/h200/wave19.sh): the column tiles as given (fit False, 48-96 CTAs of 128x64 to
+        # 128x128) read 18.2-27 us in-process; the down projection unsplit with 6-10 stages, as cuBLAS runs it,
+        # 18.4-25 (judged 18.7-19.4); deeper up-projection pipelines and 256- to 512-column sum programs, no gain.
         # bk 128 (21.2 us) and 6 stages (18.1) against 18.1-18.2 for this grid's first points (session 13): no
         # gain from fewer, larger K steps in flight. Session 14's sweep of 96 tilings (tiles, descriptors, 1-8
         # slices, in-launch sums) read 17.6-29 us: every kernel stays near its time (up 7.5-7.8, 8-slice down
