@@ -583,14 +583,19 @@ def test_mha_input_projections_are_one_launch_when_every_projection_is_biased_al
     the synthetic block with a k projection lacking its bias keeps three launches of the one-weight kernels (and the output projection a fourth)."""
     from agents.offline.templates import mha
 
-    def first_triton_source(p):
+    def first_triton_source(p, **params):
         [b] = mha.FAMILY.match(p, trace_ops(p))
         r = next(r for r in mha.FAMILY.renderers if r.language == "triton")
-        return build_solution(p, "mha", r, b, r.variants()[0]).sources[0].content
+        return build_solution(p, "mha", r, b, {**r.variants()[0], **params}).sources[0].content
 
     biased, mixed = first_triton_source(problems["mha_block_biased"]), first_triton_source(problems["mha_block"])
-    assert "_launch['_qkv_bias'](grid" in biased and "_fit_bn(M, D, 64, 128, 3, sms)" in biased
+    assert "_launch['_qkv_bias'](grid" in biased
     assert "_launch['_qkv" not in mixed and mixed.count("_launch['_proj") == 4
+    # the column tile narrowed to cover the SMs (fit, the default), or kept as given
+    fitted = first_triton_source(problems["mha_block_biased"], bm=64, bn=128, fit=True)
+    given = first_triton_source(problems["mha_block_biased"], bm=64, bn=128, fit=False)
+    assert "BN = _fit_bn(M, D, 64, 128, 3, sms)" in fitted and "BN = _fit_bn(M, D, 64, 128, 1, sms)" in fitted
+    assert "BN = 128" in given and "BN = _fit_bn(" not in given
 
 
 def test_small_m_gemms_narrow_their_column_tiles_until_the_grid_covers_the_sms():
