@@ -8,7 +8,9 @@ the probe keeps the one (with the biases) that reproduces the reference. No mask
 default 1/sqrt(head_dim) scale (vision encoders); anything else fails the probe and binds nothing.
 Kernels (Triton): the three input projections as one launch of the shared tiled GEMM (bias in its epilogue)
 into one [3, B·N, D] buffer, the flash-attention kernel of ``attention.py`` on its head views (layout
-``bshd``: no transposed copies), and the output projection GEMM into the output. Notes at the bottom.
+``bshd``: no transposed copies), and the output projection GEMM into the output. ``pdl``: each launch by
+programmatic dependent launch on sm_90 (``base.TRITON_GDC_PARAM``); ``fit`` False keeps the projections'
+column tile as given instead of narrowing it to cover the SMs. Notes at the bottom.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from sol_bench.problem import Problem
 
 from ..graph import OpSignature
 from .attention import TRITON_HEAD_DIMS, TRITON_IMPORTS, triton_attention_source
-from .base import Binding, Family, Renderer, graph_replayed, py_signature
+from .base import Binding, Family, Renderer, graph_replayed, py_signature, triton_gdc
 from .matmul import BIAS_EPILOGUE, FIT_TILES, triton_gemm_kernel
 
 _ALLOWED = {"mm", "addmm", "bmm", "baddbmm", "t", "transpose", "permute", "view", "_unsafe_view", "reshape", "expand",
@@ -105,7 +107,7 @@ def _render_launches(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     r, y, heads = b.roles, _out(problem), b.consts["heads"]
     attn = {"layout": "bshd", "scale": b.consts["head_dim"] ** -0.5, "causal": False, "gqa": "interleave"}
     # pdl: the launches after the first may be scheduled while the one before runs (TRITON_GDC_PARAM)
-    pdl = ", GDC=gdc, launch_pdl=gdc" if p.get("pdl") else ""
+    pdl, gdc_line = triton_gdc(p, "a2")
     tiles = f"BM={p['bm']}, BK={p['bk']}, GROUP=8, num_warps={p['num_warps']}, num_stages={p['stages']}{pdl}"
     w = [r[f"w{c}"] for c in "qkv"]
 
@@ -159,7 +161,7 @@ _launch = {{name: _Launcher(kernel) for name, kernel in
         return
     a2 = {r["x"]}.reshape(M, D)
     sms = _sms(a2)
-    {"gdc = _gdc_ready(a2)" if pdl else "# each launch waits for the one before it"}
+    {gdc_line}
     qkv = torch.empty((3, M, D), dtype={r["x"]}.dtype, device={r["x"]}.device)
     {projections}
     o = torch.empty((M, D), dtype={r["x"]}.dtype, device={r["x"]}.device)

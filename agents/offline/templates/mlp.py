@@ -10,6 +10,7 @@ the reference rounds them; the second adds b2. The hidden tensor is the only ext
 unfused chain also writes and reads the pre-activation and the activation output. Where the down
 projection's tiles leave SMs idle (a few hundred tokens), its K (the hidden width) is split in up to 8
 slices whose fp32 partial sums a third kernel adds up with b2 (``split``: "auto" fits it at run time).
+``pdl``: each launch by programmatic dependent launch on sm_90 (``base.TRITON_GDC_PARAM``).
 Launcher: grid = cdiv(M, BM) · cdiv(N, BN) per GEMM (· split for the down one). Notes at the bottom.
 """
 
@@ -20,7 +21,8 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import TRITON_GDC_READY, Binding, Family, Renderer, graph_replayed, py_signature, triton_launcher
+from .base import (TRITON_GDC_READY, Binding, Family, Renderer, graph_replayed, py_signature, triton_gdc,
+                   triton_launcher)
 from .elementwise import ACTS as ELEMENTWISE_ACTS, one_act_per_structure
 from .matmul import BIAS_EPILOGUE, FIT_TILES, SPLIT_SUM, TMA_DESCRIPTORS, triton_gemm_kernel
 
@@ -180,7 +182,7 @@ def _render_launches(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     tma, fit = bool(p.get("tma")), p.get("fit", True)
     up, down = _tiles(p), _tiles(p, down=True)
     # pdl: every launch after the first may be scheduled while the one before it runs (TRITON_GDC_PARAM)
-    pdl = ", GDC=gdc, launch_pdl=gdc" if p.get("pdl") else ""
+    pdl, gdc_line = triton_gdc(p, "a2")
     tiles1 = f"BM=BM, BK=BK, GROUP=8, num_warps={up['num_warps']}, num_stages={up['stages']}{pdl}"
     tiles2 = f"BM=BM2, BK=BK2, GROUP=8, num_warps={down['num_warps']}, num_stages={down['stages']}{pdl}"
     split_kernels, split_launchers, split_how, split_launches = _split_parts(b, p, tiles2, pdl)
@@ -214,7 +216,7 @@ import triton.language as tl
     h = torch.empty((M, hidden), dtype={x}.dtype, device={x}.device)
     sms = _sms(a2)
     {f"use_tma = _tma_ready(a2, {w1}, {w2}, h)" if tma else "# pointer loads"}
-    {"gdc = _gdc_ready(a2)" if pdl else "# each launch waits for the one before it"}
+    {gdc_line}
     BM, BK = {up["bm"]}, {up["bk"]}
     BN1 = {f'_fit_bn(M, hidden, BM, {up["bn"]}, 1, sms)' if fit else up["bn"]}
     opa, opb = {_operands("a2", w1, tma, "BM", "BN1", "BK")}
