@@ -354,6 +354,116 @@ def test_mlp_tma_kernels_are_correct_in_the_interpreter():
     assert len(result) == 6, result
     assert all(took == [True, False, False, False] for took in result.values()), result
 
+_MLP_FUSED_SCRIPT = r"""
+import json, sys, types, torch
+sys.path.insert(0, sys.argv[1])
+from tests.test_agents_offline import write_problem, run_solution_here
+from agents.offline.templates import FAMILIES, build_solution
+from agents.offline.graph import trace_ops
+from sol_bench.problem import load_problem
+from sol_bench.inputs import make_inputs, output_specs
+from sol_bench.reference import load_reference
+import pathlib, tempfile
+root = pathlib.Path(tempfile.mkdtemp())
+fam = next(f for f in FAMILIES if f.name == "mlp")
+r = next(r for r in fam.renderers if r.language == "triton")
+ok = {}
+for name in json.loads(sys.argv[2]):
+    p = load_problem(write_problem(root, name))
+    [b] = fam.match(p, trace_ops(p))
+    for split, tma in ((1, False), (3, False), (3, True), (2, True)):
+        # tiles smaller than the problem: several up tiles per slice, several row and column tiles, and with
+        # 3 slices of a 48- or 64-wide hidden layer one slice past the end (no up tiles, zero partials)
+        params = {"fused": True, "bm": 16, "bn": 16, "bk": 16, "down_bn": 16, "down_bk": 32, "split": split,
+                  "num_warps": 4, "stages": 2, "tma": tma, "prefetch": True, "one_launch": True, "graph": False}
+        sol = build_solution(p, fam.name, r, b, params)
+        src = sol.sources[0].content
+        run_solution_here(p, sol, calls=2)
+        # the same file by hand: after a call every counter is back at zero
+        module = types.ModuleType("probe_fused")
+        exec(compile(src, "kernel.py", "exec"), module.__dict__)
+        ref = load_reference(p.definition)
+        w = p.workloads[0]
+        inputs = make_inputs(p.definition, w, "cpu", 5, ref)
+        outs = [torch.full(s, float("nan"), dtype=t) for s, t in output_specs(p.definition, w).values()]
+        module.run(*inputs.values(), *outs)
+        left = sum(int(c.abs().sum()) for c in module._COUNTERS.values())
+        ok[f"{name}/{split}/{tma}"] = {"left": left, "finite": bool(torch.isfinite(outs[0]).all())}
+print("RESULT", json.dumps(ok))
+"""
+
+
+@pytest.mark.slow
+def test_fused_mlp_is_correct_in_the_interpreter():
+    """The one-launch MLP (``fused``): up tiles, down slices waiting on them, the last slice of each output tile
+    summing the partials, against the reference twice in a row (every counter back at zero after a call), by
+    pointers and by descriptors, one slice and several (one past the hidden width)."""
+    pytest.importorskip("triton")
+    from triton_interp import run_interpreted
+
+    result = run_interpreted(_MLP_FUSED_SCRIPT, ["mlp_gelu", "mlp_relu_nobias"], timeout_s=300)
+    assert len(result) == 8, result
+    assert all(v == {"left": 0, "finite": True} for v in result.values()), result
+
+
+_MLP_WS_SCRIPT = r"""
+import json, sys, types, torch
+sys.path.insert(0, sys.argv[1])
+import tests.test_agents_offline as t
+from agents.offline.templates import FAMILIES, build_solution
+from agents.offline.graph import trace_ops
+from sol_bench.problem import load_problem
+import pathlib, tempfile
+root = pathlib.Path(tempfile.mkdtemp())
+axes, ins, outs, ref, wl = t.SYNTHETIC["mlp_gelu"]
+t.SYNTHETIC["mlp_gelu_bf16"] = (axes, {k: (s, "bfloat16") for k, (s, _) in ins.items()},
+                                {k: (s, "bfloat16") for k, (s, _) in outs.items()}, ref, wl)
+fam = next(f for f in FAMILIES if f.name == "mlp")
+r = next(r for r in fam.renderers if r.language == "triton")
+ok = {}
+for name in json.loads(sys.argv[2]):
+    p = load_problem(t.write_problem(root, name))
+    [b] = fam.match(p, trace_ops(p))
+    params = {**r.variants()[0], "bm": 16, "bn": 16, "bk": 16, "down_bn": 32, "down_bk": 32, "fit": False,
+              "tma": False, "split": 3, "pdl": False, "graph": False, "ws_bf16": True}
+    sol = build_solution(p, fam.name, r, b, params)
+    if name == "mlp_gelu":  # Triton 3.9's interpreter gets this GEMM wrong in bfloat16, whatever the workspace
+        t.run_solution_here(p, sol, calls=2)
+    # the workspace's dtype, as the file picks it for this problem's output
+    module = types.ModuleType("probe_ws")
+    exec(compile(sol.sources[0].content, "kernel.py", "exec"), module.__dict__)
+    picked = []
+    real_empty = torch.empty
+    def spy(*a, **k):
+        out = real_empty(*a, **k)
+        if len(a) == 1 and len(a[0]) == 3:
+            picked.append(str(out.dtype))
+        return out
+    module.torch = types.SimpleNamespace(**{n: getattr(torch, n) for n in dir(torch) if not n.startswith("__")})
+    module.torch.empty = spy
+    from sol_bench.inputs import make_inputs, output_specs
+    from sol_bench.reference import load_reference
+    w = p.workloads[0]
+    inputs = make_inputs(p.definition, w, "cpu", 5, load_reference(p.definition))
+    outs = [real_empty(s, dtype=d) for s, d in output_specs(p.definition, w).values()]
+    module.run(*inputs.values(), *outs)
+    ok[name] = picked
+print("RESULT", json.dumps(ok))
+"""
+
+
+@pytest.mark.slow
+def test_mlp_bf16_partial_sums_only_for_a_bf16_output():
+    """``ws_bf16``: the split-K partial sums in bfloat16 where the output is bfloat16, in float32 (and matching
+    the reference) for a float32 MLP. The bfloat16 results are checked on the GPU, by the judge (BENCHMARKS,
+    session 17): the interpreter computes this bfloat16 GEMM wrongly with either workspace."""
+    pytest.importorskip("triton")
+    from triton_interp import run_interpreted
+
+    result = run_interpreted(_MLP_WS_SCRIPT, ["mlp_gelu", "mlp_gelu_bf16"], timeout_s=240)
+    assert result == {"mlp_gelu": ["torch.float32"], "mlp_gelu_bf16": ["torch.bfloat16"]}, result
+
+
 _PDL_SCRIPT = r"""
 import json, sys, types, torch
 sys.path.insert(0, sys.argv[1])

@@ -346,6 +346,29 @@ def test_template_sweep_times_each_point_and_keeps_the_failures(tmp_path):
     assert bad.returncode == 2 and "JSON object of non-empty lists" in bad.stderr
 
 
+def test_mlp_fused_phases_times_both_launches_and_the_whole(tmp_path):
+    """bench/mlp_fused_phases.py on the CPU (Triton interpreted): the fused MLP file checked against the
+    reference in both forms, then one row per timing (one launch, two, each phase, phase 2 flushed and not)."""
+    pytest.importorskip("triton")
+    import os
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from test_agents_offline import write_problem
+
+    problem = write_problem(tmp_path, "mlp_gelu")
+    small = '{"bm": 16, "bn": 16, "bk": 16, "down_bn": 16, "down_bk": 32, "split": 3, "tma": false}'
+    argv = [sys.executable, "bench/mlp_fused_phases.py", str(problem), "--params", small, "--device", "cpu",
+            "--iterations", "2"]  # fmt: skip
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=300,
+                         env={**os.environ, "TRITON_INTERPRET": "1"})  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = dict(line.rsplit(None, 2)[:2] for line in out.stdout.splitlines() if line.endswith(" us"))
+    assert list(rows) == ["one launch", "two launches", "phase 1 (up)", "phase 2 (down), flushed",
+                          "phase 2 (down), in L2"], out.stdout  # fmt: skip
+    assert all(float(v) > 0 for v in rows.values()), rows
+    assert out.stdout.startswith("programs 3,"), out.stdout
+
+
 def test_ipc_offset_refuses_the_cpu_and_tables_each_set_against_local():
     """bench/ipc_offset.py needs CUDA; its table shows each buffer set's median of round medians and the
     differences from the child's own caching-allocator buffers."""

@@ -310,6 +310,19 @@ def cuda_module(problem: Problem, kernels: str, body: str) -> dict[str, str]:
 # lets the next kernel be scheduled in turn. Each kernel takes ``TRITON_GDC_PARAM`` (off by default, so a
 # launch without it is unchanged); the interpreter has neither instruction, so ``_gdc_ready`` turns it on only
 # for CUDA tensors on sm_90 and newer.
+# Arrival counters for Triton files whose programs count themselves in (the last to arrive finishes a tile):
+# int32 zeros per device, at least ``n``, that every launch leaves at zero again.
+TRITON_ARRIVAL_COUNTERS = """
+
+_COUNTERS = {}
+
+
+def _arrival_counters(like, n):
+    have = _COUNTERS.get(like.device)
+    if have is None or have.numel() < n:
+        have = _COUNTERS[like.device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=like.device)
+    return have
+"""
 TRITON_GDC_PARAM = "GDC: tl.constexpr = False"
 TRITON_GDC_ENTRY = """if GDC:
         tl.extra.cuda.gdc_wait()
