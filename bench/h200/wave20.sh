@@ -52,6 +52,16 @@
 #   at 17-23% of peak memory throughput and 5-21% of compute, issuing 0.11-0.30 instructions per scheduler per
 #   cycle: latency-bound. Up: 192 CTAs, 2 fit an SM (shared memory), 5.8 active warps of 64; down: 384 CTAs,
 #   3 per SM, 11.5 warps; sum: 197 CTAs of 4 warps, 4.2 warps per SM. The L2 hit rate 54-59% in the GEMMs.
+# PART J: the weights prefetched into L2 ("prefetch": each descriptor GEMM first asks L2 for its whole share of
+#   W1 or W2, one bulk prefetch per row of its column tile, before its GDC wait), in-process, then the 8
+#   planned variants judged (prefetch on, then off; bf16 partials, 8 and 4 slices, pdl off and on).
+#   Prediction: the latency-bound K loops find the weights in L2: up 7.7 -> ~6.5 us, down 5.5 -> ~4.5; with
+#   pdl the down projection's W2 fetch overlaps the up projection. The block 16.2 -> ~14.5 us judged.
+#   Outcome: wrong. In-process 19.4-23.1 us with the prefetch against 15.6-16.8 without; judged 19.7-23.0
+#   against 16.0-16.5 (bf16 partials: 16.0 at 8 slices pdl off, 16.1 at 4 slices, 16.0 / 16.4 at 4 slices
+#   with pdl). Every CTA of a column tile asks for the same weight rows (4 row tiles: 4x the bytes requested),
+#   all at once. Run from a tree with the "prefetch" knob (matmul.triton_gemm_kernel's prefetch_b), removed
+#   after this call.
 # PART H: every row's best judged twice (as session 16's PART G), the MLP's from PART G's records.
 #   Outcome (ran after PART I): the MLP 15.93 us (16.02, 15.84); table D 1.388x T_b, 11/16, median SOL 0.563
 #   (docs/bench/h200_offline_agents_session17.md). The other 15 rows read 0-6% faster than on session 16's
@@ -125,6 +135,10 @@ case "${PART:-A}" in
          python3 bench/template_sweep.py $MLP --family mlp --language triton --device cuda --timer events \
          --grid '{"pdl": [false], "split": [8]}' -o "$OUT/ncu_sweep.md" > "$OUT/ncu.txt" 2>&1
      echo "ncu rc=$?"; grep -E "^  [a-z_]+|Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Stall|Registers|Shared Memory Config|Hit Rate|Block Limit|Waves" "$OUT/ncu.txt" | head -90 ;;
+  J) U='"bm": [64], "bn": [64], "bk": [128], "num_warps": [4], "stages": [3], "tma": [true],
+       "down_bn": [64], "down_bk": [64], "down_stages": [4], "graph": [true], "sum_in_launch": [false], "ws_bf16": [true]'
+     sweep mlp_prefetch 100 $MLP mlp "{$U, \"split\": [8, 4], \"pdl\": [false, true], \"prefetch\": [true, false]}"
+     ONLY=mlp/triton CANDIDATES=8 PROBLEM_SECONDS=200 bench mlp_j 260 docs/bench/h200_tb_fastest_session14_a.jsonl $MLP ;;
   C) for p in '{"split": 4}' '{"split": 2}' '{"split": 2, "bn": 64}' '{"split": 4, "bn": 64, "per_sm": 2}'; do
        timeout 60 python3 bench/mlp_fused_phases.py $MLP --params "$p" --device cuda --timer cupti 2>&1 | tail -7
      done ;;
