@@ -62,6 +62,10 @@
 #   with pdl). Every CTA of a column tile asks for the same weight rows (4 row tiles: 4x the bytes requested),
 #   all at once. Run from a tree with the "prefetch" knob (matmul.triton_gemm_kernel's prefetch_b), removed
 #   after this call.
+# PART K: the up projection in narrower column tiles (bn 32, fit off: 384 CTAs of 64x32, 3 per SM) and BK 64,
+#   bf16 partials, 8 slices, pdl off. Prediction: more CTAs in flight per SM: up 7.5 -> ~6.5 us.
+#   Outcome: wrong. The planned tiles 16.03 us; bn 32 17.4-20.2, BK 64 17.0-18.2, 4 stages 17.0-20.2, 2 warps
+#   19.6: no gain.
 # PART H: every row's best judged twice (as session 16's PART G), the MLP's from PART G's records.
 #   Outcome (ran after PART I): the MLP 15.93 us (16.02, 15.84); table D 1.388x T_b, 11/16, median SOL 0.563
 #   (docs/bench/h200_offline_agents_session17.md). The other 15 rows read 0-6% faster than on session 16's
@@ -139,6 +143,10 @@ case "${PART:-A}" in
        "down_bn": [64], "down_bk": [64], "down_stages": [4], "graph": [true], "sum_in_launch": [false], "ws_bf16": [true]'
      sweep mlp_prefetch 100 $MLP mlp "{$U, \"split\": [8, 4], \"pdl\": [false, true], \"prefetch\": [true, false]}"
      ONLY=mlp/triton CANDIDATES=8 PROBLEM_SECONDS=200 bench mlp_j 260 docs/bench/h200_tb_fastest_session14_a.jsonl $MLP ;;
+  K) U='"bm": [64], "num_warps": [4], "tma": [true], "down_bn": [64], "down_bk": [64], "down_stages": [4],
+       "graph": [true], "sum_in_launch": [false], "ws_bf16": [true], "split": [8], "pdl": [false], "fit": [false]'
+     sweep mlp_up_narrow 100 $MLP mlp "{$U, \"bn\": [64, 32], \"bk\": [128, 64], \"stages\": [3, 4]}" \
+         "{$U, \"bn\": [32], \"bk\": [128], \"stages\": [3], \"num_warps\": [2]}" ;;
   C) for p in '{"split": 4}' '{"split": 2}' '{"split": 2, "bn": 64}' '{"split": 4, "bn": 64, "per_sm": 2}'; do
        timeout 60 python3 bench/mlp_fused_phases.py $MLP --params "$p" --device cuda --timer cupti 2>&1 | tail -7
      done ;;
