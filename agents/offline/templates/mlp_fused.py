@@ -6,7 +6,7 @@ sum 1.8-2.5, for a 2.7 us speed-of-light). One launch lets the down projection's
 hidden columns they read are written, overlaps them with the rest of the up projection, and (``prefetch``)
 pulls W2 into L2 while the up projection runs; W2 does not depend on the hidden activations.
 
-Work: P programs (at most one per SM) take items ``pid, pid + P, ...`` from one list: first the up
+Work: P programs (``per_sm`` per SM, never more than fit at once, ``_resident``) take items ``pid, pid + P, ...`` from one list: first the up
 projection's tiles [BM, BN1] of h = act(x·W1ᵀ + b1) (stored in the input dtype, as the reference rounds it),
 then the down projection's items, (row tile, column tile [BM, BN2], K slice s of ``k_per`` hidden columns),
 slice-major so that the first slices' items come first. Each up tile counts itself in on its (row tile,
@@ -16,8 +16,8 @@ on its output tile's counter; the last slice of a tile to arrive adds the SPLIT 
 sum is deterministic) with b2 and stores the output. The last program to finish sets every counter back to
 zero for the next call.
 
-The waits need every program resident at once: P never exceeds the SM count and one CTA of this kernel fits
-an SM. Every program runs all of its up items before any of its down items, so each wait is on work that a
+The waits need every program resident at once, hence the clamp (from the compiled kernel's shared memory,
+registers and warps). Every program runs all of its up items before any of its down items, so each wait is on work that a
 running program has already been handed. ``PHASE`` splits the list into two launches (1: up items, 2: down
 items): the interpreter runs programs one after another, where a wait on a later program's tile would never
 end, and ``one_launch`` False measures the same kernel as two launches on the GPU.
@@ -25,6 +25,11 @@ end, and ``one_launch`` False measures the same kernel as two launches on the GP
 The hidden activations are written by ordinary stores and read back through pointers with ``.cg`` loads: a
 tensor-descriptor (TMA) read of data another CTA wrote with generic stores would need a proxy fence that
 Triton does not expose. x, W1 and W2 are read-only and go through descriptors under ``tma``.
+
+Measured on the H200 (session 17, bench/h200/wave20.sh, bench/mlp_fused_phases.py): correct, and slower than
+the unfused file (25.8-48 us against 16.8 in-process). Both phases' buffers share one CTA's shared memory, so
+one CTA fits an SM, and it moves the operands from L2 at ~1.5-2 TB/s where the unfused launches, 2-3 CTAs per
+SM, reach ~7.5: the time is bytes in flight, not launches. Not in the planned grid.
 """
 
 from __future__ import annotations
@@ -174,10 +179,6 @@ def _resident(kernel, warps, device):
                            f"{kernel.n_regs} registers a thread, more than an SM has")
     return fits
 """
-
-# The params this renderer reads; the grid in mlp.py names them.
-FUSED_KEYS = ("bm", "bn", "bk", "down_bn", "down_bk", "split", "num_warps", "stages", "tma", "prefetch",
-              "one_launch", "per_sm")
 
 
 def render_fused(problem: Problem, b: Binding, p: Mapping[str, Any], act_expr: str | None) -> str:
