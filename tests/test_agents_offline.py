@@ -309,13 +309,17 @@ def test_triton_templates_are_correct_in_the_interpreter(tmp_path):
 
 
 
-_MLP_TMA_SCRIPT = r"""
-import itertools, json, sys, types, torch
+# The MLP interpreter scripts' first lines: each synthetic problem by name, its MLP binding ``b`` and the Triton
+# renderer ``r``; ``ok`` collects what the script prints after RESULT.
+_MLP_SCRIPT_HEAD = r"""
+import json, sys, types, torch
 sys.path.insert(0, sys.argv[1])
 from tests.test_agents_offline import write_problem, run_solution_here
 from agents.offline.templates import FAMILIES, build_solution
 from agents.offline.graph import trace_ops
 from sol_bench.problem import load_problem
+from sol_bench.inputs import make_inputs, output_specs
+from sol_bench.reference import load_reference
 import pathlib, tempfile
 root = pathlib.Path(tempfile.mkdtemp())
 fam = next(f for f in FAMILIES if f.name == "mlp")
@@ -324,6 +328,9 @@ ok = {}
 for name in json.loads(sys.argv[2]):
     p = load_problem(write_problem(root, name))
     [b] = fam.match(p, trace_ops(p))
+"""
+
+_MLP_TMA_SCRIPT = _MLP_SCRIPT_HEAD + r"""
     for split, sil in ((1, False), (3, False), (3, True)):
         # down tiles of their own; a 32-wide column tile the fit may not narrow
         params = {**r.variants()[0], "bm": 16, "bn": 16, "bk": 16, "down_bn": 32, "down_bk": 32, "fit": False,
@@ -354,23 +361,7 @@ def test_mlp_tma_kernels_are_correct_in_the_interpreter():
     assert len(result) == 6, result
     assert all(took == [True, False, False, False] for took in result.values()), result
 
-_MLP_FUSED_SCRIPT = r"""
-import json, sys, types, torch
-sys.path.insert(0, sys.argv[1])
-from tests.test_agents_offline import write_problem, run_solution_here
-from agents.offline.templates import FAMILIES, build_solution
-from agents.offline.graph import trace_ops
-from sol_bench.problem import load_problem
-from sol_bench.inputs import make_inputs, output_specs
-from sol_bench.reference import load_reference
-import pathlib, tempfile
-root = pathlib.Path(tempfile.mkdtemp())
-fam = next(f for f in FAMILIES if f.name == "mlp")
-r = next(r for r in fam.renderers if r.language == "triton")
-ok = {}
-for name in json.loads(sys.argv[2]):
-    p = load_problem(write_problem(root, name))
-    [b] = fam.match(p, trace_ops(p))
+_MLP_FUSED_SCRIPT = _MLP_SCRIPT_HEAD + r"""
     for split, tma in ((1, False), (3, False), (3, True), (2, True)):
         # tiles smaller than the problem: several up tiles per slice, several row and column tiles, and with
         # 3 slices of a 48- or 64-wide hidden layer one slice past the end (no up tiles, zero partials)

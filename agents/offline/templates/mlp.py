@@ -26,7 +26,7 @@ from ..graph import OpSignature
 from .base import (TRITON_ARRIVAL_COUNTERS, TRITON_GDC_READY, Binding, Family, Renderer, graph_replayed,
                    py_signature, triton_gdc, triton_launcher)
 from .elementwise import ACTS as ELEMENTWISE_ACTS, one_act_per_structure
-from .mlp_fused import render_fused
+from .mlp_fused import render_fused, run_prologue
 from .matmul import BIAS_EPILOGUE, FIT_TILES, SPLIT_SUM, TMA_DESCRIPTORS, triton_gemm_kernel
 
 _ALLOWED = {"mm", "addmm", "matmul", "t", "permute", "transpose", "_to_copy", "add", "mul", "div", "pow", "rsub",
@@ -166,7 +166,7 @@ def _tiles(p: Mapping[str, Any], down: bool = False) -> dict[str, Any]:
 
 
 def _render_launches(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
-    r, y = b.roles, _out(problem)
+    r = b.roles
     x, w1, w2, b1, b2 = r["x"], r["w1"], r["w2"], r.get("b1"), r.get("b2")
     tma, fit = bool(p.get("tma")), p.get("fit", True)
     up, down = _tiles(p), _tiles(p, down=True)
@@ -192,17 +192,7 @@ import triton.language as tl
 {split_launchers}
 
 
-{py_signature(problem)}
-    a2 = {x}.reshape(-1, {x}.shape[-1])
-    c2 = {y}.view(-1, {y}.shape[-1])
-    M, K = a2.shape
-    hidden, N = {w1}.shape[0], c2.shape[1]
-    if M == 0 or N == 0:
-        return
-    if hidden == 0 or K == 0:
-        {"c2.copy_(" + b2 + ".expand_as(c2))" if b2 else "c2.zero_()"}
-        return
-    h = torch.empty((M, hidden), dtype={x}.dtype, device={x}.device)
+{run_prologue(problem, b)}
     sms = _sms(a2)
     {f"use_tma = _tma_ready(a2, {w1}, {w2}, h)" if tma else "# pointer loads"}
     {gdc_line}

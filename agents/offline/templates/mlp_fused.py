@@ -181,10 +181,28 @@ def _resident(kernel, warps, device):
 """
 
 
+def run_prologue(problem: Problem, b: Binding) -> str:
+    """``run``'s signature and first lines in both MLP files: x and y as 2-D views ``a2`` and ``c2``, sizes M,
+    K, hidden, N, the empty cases answered, and the hidden activations ``h`` allocated."""
+    r, y = b.roles, next(iter(problem.definition.outputs))
+    x, w1, b2 = r["x"], r["w1"], r.get("b2")
+    return f"""{py_signature(problem)}
+    a2 = {x}.reshape(-1, {x}.shape[-1])
+    c2 = {y}.view(-1, {y}.shape[-1])
+    M, K = a2.shape
+    hidden, N = {w1}.shape[0], c2.shape[1]
+    if M == 0 or N == 0:
+        return
+    if hidden == 0 or K == 0:
+        {"c2.copy_(" + b2 + ".expand_as(c2))" if b2 else "c2.zero_()"}
+        return
+    h = torch.empty((M, hidden), dtype={x}.dtype, device={x}.device)"""
+
+
 def render_fused(problem: Problem, b: Binding, p: Mapping[str, Any], act_expr: str | None) -> str:
     """The fused file: ``run`` launches ``_mlp_fused`` once on the GPU (twice, by phase, off it or when
     ``one_launch`` is False). ``act_expr``: the activation as a Triton expression of fp32 ``v``, or None."""
-    r, y = b.roles, next(iter(problem.definition.outputs))
+    r = b.roles
     x, w1, w2, b1, b2 = r["x"], r["w1"], r["w2"], r.get("b1"), r.get("b2")
     bm, bn1, bk1, bn2, bk2 = (int(p[k]) for k in ("bm", "bn", "bk", "down_bn", "down_bk"))
     split, tma, prefetch = int(p["split"]), bool(p.get("tma")), bool(p.get("prefetch"))
@@ -197,17 +215,7 @@ import triton.language as tl
 {FIT_TILES}{TMA_DESCRIPTORS if tma else ""}{TRITON_ARRIVAL_COUNTERS}{_RESIDENT}
 
 
-{py_signature(problem)}
-    a2 = {x}.reshape(-1, {x}.shape[-1])
-    c2 = {y}.view(-1, {y}.shape[-1])
-    M, K = a2.shape
-    hidden, N = {w1}.shape[0], c2.shape[1]
-    if M == 0 or N == 0:
-        return
-    if hidden == 0 or K == 0:
-        {"c2.copy_(" + b2 + ".expand_as(c2))" if b2 else "c2.zero_()"}
-        return
-    h = torch.empty((M, hidden), dtype={x}.dtype, device={x}.device)
+{run_prologue(problem, b)}
     BM, BN1, BK1, BN2, BK2, SPLIT = {bm}, {bn1}, {bk1}, {bn2}, {bk2}, {split}
     # slices of whole up tiles and whole down K steps (both powers of two: the larger is a multiple)
     step = max(BN1, BK2)
