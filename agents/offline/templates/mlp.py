@@ -211,7 +211,7 @@ import triton.language as tl
         {_launcher("down", tma)}((triton.cdiv(M, BM2) * triton.cdiv(N, BN2),), opa, opb, {b2 or "h"}, c2, M, N, hidden,
             h.stride(0), h.stride(1), {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), BN=BN2, {tiles2})
         return
-    # the down projection's K (the hidden width) in slices: fp32 partial sums, {split_how}
+    # the down projection's K (the hidden width) in slices: {"partial sums in the output's dtype if bfloat16, else fp32" if p.get("ws_bf16") else "fp32 partial sums"}, {split_how}
     k_per = triton.cdiv(triton.cdiv(hidden, BK2), split) * BK2
     ws = torch.empty((split, M, N), dtype={_ws_dtype(p)}, device={x}.device)
     opa, opb = {_operands("h", w2, tma, "BM2", "BN2", "BK2")}
@@ -252,12 +252,12 @@ FAMILY = Family(
             "triton", True,
             # first, the session-14 sweep's best (bench/template_sweep.py on the bundled vision MLP): tensor-
             # descriptor loads, the up projection in 64-column tiles over BK 128, the down one in 64x64 tiles
-            # over 4 or 8 slices of K, with and without programmatic dependent launch; the partial sums in
-            # bfloat16 (session 17, judged 15.9-16.3 us; 16.2 at 8 slices without pdl), then in fp32 (16.6-17.8);
-            # then the earlier grid, descriptors first
+            # over 8 or 4 slices of K, without and with programmatic dependent launch; the partial sums in
+            # bfloat16 (session 17, judged 15.8-16.8 us; 15.8-16.2 at 8 slices without pdl), then in fp32
+            # (16.6-17.8); then the earlier grid, descriptors first
             ({"bm": (64,), "bn": (64,), "bk": (128,), "num_warps": (4,), "stages": (3,), "tma": (True,),
-              "down_bn": (64,), "down_bk": (64,), "down_stages": (4,), "graph": (True,), "split": (4, 8),
-              "pdl": (True, False), "sum_in_launch": (False,), "ws_bf16": (True,)},
+              "down_bn": (64,), "down_bk": (64,), "down_stages": (4,), "graph": (True,), "split": (8, 4),
+              "pdl": (False, True), "sum_in_launch": (False,), "ws_bf16": (True,)},
              {"bm": (64,), "bn": (64,), "bk": (128,), "num_warps": (4,), "stages": (3,), "tma": (True,),
               "down_bn": (64,), "down_bk": (64,), "down_stages": (4,), "graph": (True,), "split": (8, 4),
               "pdl": (False, True), "sum_in_launch": (False,)},
