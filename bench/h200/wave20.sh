@@ -42,7 +42,7 @@
 #   Outcome: right, every point matches the reference. In-process 16.80 -> 16.51 us at 8 slices (down 6.32 ->
 #   5.49, sum 2.58 -> 2.43), 16.91 at 4 (sum 1.82); with pdl 16.32 at 8 and 15.66 at 4 (fp32: 17.94, 16.66).
 #   In-launch sums with bf16 partials 18.40. The planned grid now starts with bf16 partials (4 and 8 slices,
-#   pdl on and off), then the fp32 group.
+#   pdl on and off), then the fp32 group (after PART J in the fp32 group's order: 8 slices, pdl off first).
 # PART G: the MLP's 8 planned variants judged (bf16 partials first, then fp32).
 #   Outcome: bf16 partials 16.2 us at 8 slices without pdl (judged twice: 16.2, 16.2), 16.3-16.8 for the other
 #   three; fp32 16.6-17.8. 1.07x T_b, SOL 0.52 (was 1.05x, 0.51).
