@@ -303,13 +303,6 @@ def cuda_module(problem: Problem, kernels: str, body: str) -> dict[str, str]:
     return {CUDA_FILE: kernel, BINDING_FILE: binding}
 
 
-# Programmatic dependent launch (sm_90), for the Triton files of several kernels: a kernel launched with
-# ``launch_pdl=True`` may be scheduled while the kernel before it on the stream is still running (a CUDA graph
-# keeps the edge), which hides the launch gap between them. ``TRITON_GDC_ENTRY``, first in a kernel's body,
-# holds its programs until the previous kernel has finished and its writes are visible (``gdc_wait``), then
-# lets the next kernel be scheduled in turn. Each kernel takes ``TRITON_GDC_PARAM`` (off by default, so a
-# launch without it is unchanged); the interpreter has neither instruction, so ``_gdc_ready`` turns it on only
-# for CUDA tensors on sm_90 and newer.
 # Arrival counters for Triton files whose programs count themselves in (the last to arrive finishes a tile):
 # int32 zeros per device, at least ``n``, that every launch leaves at zero again.
 TRITON_ARRIVAL_COUNTERS = """
@@ -323,6 +316,15 @@ def _arrival_counters(like, n):
         have = _COUNTERS[like.device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=like.device)
     return have
 """
+
+
+# Programmatic dependent launch (sm_90), for the Triton files of several kernels: a kernel launched with
+# ``launch_pdl=True`` may be scheduled while the kernel before it on the stream is still running (a CUDA graph
+# keeps the edge), which hides the launch gap between them. ``TRITON_GDC_ENTRY``, first in a kernel's body,
+# holds its programs until the previous kernel has finished and its writes are visible (``gdc_wait``), then
+# lets the next kernel be scheduled in turn. Each kernel takes ``TRITON_GDC_PARAM`` (off by default, so a
+# launch without it is unchanged); the interpreter has neither instruction, so ``_gdc_ready`` turns it on only
+# for CUDA tensors on sm_90 and newer.
 TRITON_GDC_PARAM = "GDC: tl.constexpr = False"
 TRITON_GDC_ENTRY = """if GDC:
         tl.extra.cuda.gdc_wait()
