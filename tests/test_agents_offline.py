@@ -283,7 +283,7 @@ for name in names:
                     # the slices added up in the same launch (arrival counters), and by a second kernel
                     for tag, sil in (("/split3", True), ("/split3_sum_kernel", False)):
                         try:
-                            run_solution_here(p, build_solution(p, fam.name, r, b, {**params, "split": 3,
+                            run_solution_here(p, build_solution(p, fam.name, r, b, {**params, "split": 3, "atomic": None,
                                                                                    "sum_in_launch": sil}), calls=2)
                             ok[name + tag] = ok.get(name + tag, 0) + 1
                         except AssertionError as e:
@@ -334,7 +334,7 @@ _MLP_TMA_SCRIPT = _MLP_SCRIPT_HEAD + r"""
     for split, sil in ((1, False), (3, False), (3, True)):
         # down tiles of their own; a 32-wide column tile the fit may not narrow
         params = {**r.variants()[0], "bm": 16, "bn": 16, "bk": 16, "down_bn": 32, "down_bk": 32, "fit": False,
-                  "tma": True, "split": split, "sum_in_launch": sil}
+                  "tma": True, "split": split, "sum_in_launch": sil, "atomic": None}
         sol = build_solution(p, fam.name, r, b, params)
         module = types.ModuleType("probe_tma")
         exec(compile(sol.sources[0].content, "kernel.py", "exec"), module.__dict__)
@@ -397,6 +397,40 @@ def test_fused_mlp_is_correct_in_the_interpreter():
     assert all(v == {"left": 0, "finite": True} for v in result.values()), result
 
 
+_MLP_ATOMIC_SCRIPT = _MLP_SCRIPT_HEAD + r"""
+    for split, tma, atomic in ((3, False, "ptr"), (3, True, "ptr"), (2, True, "desc"), (1, True, "desc")):
+        params = {**r.variants()[0], "bm": 16, "bn": 16, "bk": 16, "down_bn": 32, "down_bk": 32, "fit": False,
+                  "tma": tma, "split": split, "pdl": False, "graph": False, "atomic": atomic}
+        sol = build_solution(p, fam.name, r, b, params)
+        src = sol.sources[0].content
+        try:  # into NaN-filled outputs, twice: the up projection's zeros are all the reductions start from
+            run_solution_here(p, sol, calls=2)
+            passed = True
+        except AssertionError as e:
+            print(name, split, tma, atomic, str(e)[:300])
+            passed = False
+        ok[f"{name}/{split}/{tma}/{atomic}"] = {
+            "passed": passed, "sum_kernel": "_sum_launch(" in src, "workspace": "ws = torch.empty" in src,
+            "reduce": {"ptr": "tl.atomic_add(c_ptr" in src, "desc": "c_ptr.atomic_add(" in src}[atomic]}
+print("RESULT", json.dumps(ok))
+"""
+
+
+@pytest.mark.slow
+def test_mlp_atomic_split_k_is_correct_in_the_interpreter():
+    """``atomic``: the down projection's slices reduced straight into the output, which the up projection zeroes
+    first: no workspace and no sum kernel. Against the reference twice into NaN-filled outputs, through pointers
+    and descriptor loads, 1-3 slices. The copy engine's reduction (``desc``) renders, but the interpreter has none:
+    those files take the pointer path off the GPU, and the judge checks them on it (BENCHMARKS, session 18)."""
+    pytest.importorskip("triton")
+    from triton_interp import run_interpreted
+
+    result = run_interpreted(_MLP_ATOMIC_SCRIPT, ["mlp_gelu", "mlp_relu_nobias"], timeout_s=300)
+    assert len(result) == 8, result
+    assert all(v == {"passed": True, "sum_kernel": False, "workspace": False, "reduce": True}
+               for v in result.values()), result
+
+
 _MLP_WS_SCRIPT = r"""
 import json, sys, types, torch
 sys.path.insert(0, sys.argv[1])
@@ -416,7 +450,7 @@ for name in json.loads(sys.argv[2]):
     p = load_problem(t.write_problem(root, name))
     [b] = fam.match(p, trace_ops(p))
     params = {**r.variants()[0], "bm": 16, "bn": 16, "bk": 16, "down_bn": 32, "down_bk": 32, "fit": False,
-              "tma": False, "split": 3, "pdl": False, "graph": False, "ws_bf16": True}
+              "tma": False, "split": 3, "pdl": False, "graph": False, "ws_bf16": True, "atomic": None}
     sol = build_solution(p, fam.name, r, b, params)
     if name == "mlp_gelu":  # Triton 3.9's interpreter gets this GEMM wrong in bfloat16, whatever the workspace
         t.run_solution_here(p, sol, calls=2)
@@ -472,7 +506,7 @@ for name in json.loads(sys.argv[2]):
     b = fam.match(p, trace_ops(p))[0]
     params = {**r.variants()[0], "pdl": True, "graph": False}
     if fam.name == "mlp":  # small tiles, the down projection split in 3 (the sum kernel launched too)
-        params.update(bm=16, bn=16, bk=16, down_bn=32, down_bk=32, tma=False, split=3)
+        params.update(bm=16, bn=16, bk=16, down_bn=32, down_bk=32, tma=False, split=3, atomic=None)
     sol = build_solution(p, fam.name, r, b, params)
     src = sol.sources[0].content
     module = types.ModuleType("probe_pdl")

@@ -92,7 +92,8 @@ BIAS_EPILOGUE = "acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.flo
 
 
 def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False, split_k: bool = False,
-                       sum_in_launch: bool = False, tma: bool = False) -> str:
+                       sum_in_launch: bool = False, tma: bool = False, atomic: str | None = None,
+                       zero: bool = False) -> str:
     """A tiled GEMM ``name(a, b, bias, c, M, N, K, strides..., BM, BN, BK, GROUP)``: grouped program order,
     fp32 accumulators ``acc`` [BM, BN] over rows ``rm`` and columns ``rn``, then ``epilogue`` (lines of
     Triton, e.g. ``BIAS_EPILOGUE`` and an activation) before the one store in c's dtype.
@@ -113,13 +114,24 @@ def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False, 
 
     ``tma``: ``a_ptr`` and ``b_ptr`` are tensor descriptors (``TMA_DESCRIPTORS``), A [M, K] in blocks [BM, BK]
     and B as stored by a linear layer, [N, K] in blocks [BN, BK]; the copy engine fetches the tiles and fills
-    rows and columns past the edges with zeros, so the loop has no masks (``sam``-``sbn`` are unused)."""
+    rows and columns past the edges with zeros, so the loop has no masks (``sam``-``sbn`` are unused).
+
+    ``atomic`` (with ``split_k``): no second kernel and no workspace. Each slice adds its partial sums into the
+    output ``c`` (zero before the launch) by atomic reductions in c's dtype, slice 0 with the bias when
+    ``HAS_BIAS``: ``"ptr"`` by element atomics through pointers, ``"desc"`` by the copy engine's bulk tensor
+    reduction of the whole tile, ``c_ptr`` then being a descriptor of c in blocks [BM, BN]. The order of the
+    additions varies from run to run.
+
+    ``zero``: the kernel also stores zeros over ``z_ptr[:z_numel]`` (grid-stride, before its K loop): the output
+    of an ``atomic`` launch that follows, with no memset of its own."""
     if three_way and tma:
         raise ValueError("a three-way GEMM launch reads through pointers, not tensor descriptors")
     if three_way and split_k:
         raise ValueError("a GEMM launch is either three-way or split over K, not both")
     if sum_in_launch and not split_k:
         raise ValueError("sum_in_launch adds up the slices of a split_k launch")
+    if atomic not in (None, "ptr", "desc") or (atomic and (not split_k or sum_in_launch)):
+        raise ValueError(f"atomic is 'ptr' or 'desc', for a split_k launch without sum_in_launch, not {atomic!r}")
     lines = "\n    ".join(epilogue)
     pointer_body = """ka = k0 + rk
         av = tl.load(a_ptr + rm[:, None] * sam + ka[None, :] * sak, mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)
@@ -145,6 +157,21 @@ def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False, 
         k_range = "k_lo, k_lo + k_per, BK"  # the last slice may run past K: its loads are masked
     consts, store = "", f"""tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))"""
+    if atomic:
+        extra = " k_per,"
+        consts = " HAS_BIAS: tl.constexpr,"
+        pick = """
+    s = tl.program_id(1)
+    k_lo = s * k_per"""
+        bias = f"""if HAS_BIAS:
+        if s == 0:
+            {BIAS_EPILOGUE}
+    """
+        if atomic == "desc":  # the tile's rows and columns past the edges are clipped by the copy engine
+            store = bias + "c_ptr.atomic_add([pid_m * BM, pid_n * BN], acc.to(c_ptr.dtype))"
+        else:
+            store = bias + """tl.atomic_add(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
+                  mask=(rm[:, None] < M) & (rn[None, :] < N), sem="relaxed")"""
     if sum_in_launch:
         extra = " k_per, scs, ws_ptr, cnt_ptr,"
         consts = " SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr,"
@@ -165,12 +192,20 @@ def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False, 
             {BIAS_EPILOGUE}
         tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty), mask=mk)
         tl.atomic_xchg(cnt_ptr + pid, 0)"""
+    zeros = ""
+    if zero:
+        extra += " z_ptr, z_numel,"
+        consts += " ZB: tl.constexpr,"
+        zeros = """
+    zr = tl.arange(0, ZB)
+    for z0 in range(tl.program_id(0) * ZB, z_numel, tl.num_programs(0) * ZB):
+        tl.store(z_ptr + z0 + zr, tl.zeros((ZB,), dtype=z_ptr.dtype.element_ty), mask=z0 + zr < z_numel)"""
     return f"""
 @triton.jit
 def {name}(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,{extra}
           {consts} BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr, {TRITON_GDC_PARAM}):
     {TRITON_GDC_ENTRY}
-    pid = tl.program_id(0){pick}
+    pid = tl.program_id(0){pick}{zeros}
     grid_m, grid_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
     width = GROUP * grid_n
     first_m = (pid // width) * GROUP

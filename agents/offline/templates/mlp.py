@@ -107,9 +107,9 @@ import torch.nn.functional as F
 """
 
 
-def _gemm_kernel(name: str, bias: bool, act: str | None, tma: bool = False) -> str:
+def _gemm_kernel(name: str, bias: bool, act: str | None, tma: bool = False, zero: bool = False) -> str:
     epilogue = ([BIAS_EPILOGUE] if bias else []) + (["v = acc", f"acc = {ACTS[act][1]}"] if act else [])
-    return triton_gemm_kernel(name, epilogue, tma=tma)
+    return triton_gemm_kernel(name, epilogue, tma=tma, zero=zero)
 
 
 def _launcher(name: str, tma: bool) -> str:
@@ -135,7 +135,19 @@ def _kernels(name: str, source: str, tma_source: str | None) -> tuple[str, str]:
 def _split_parts(b: Binding, p: Mapping[str, Any], tiles: str, pdl: str) -> tuple[str, str, str, str]:
     """The split-K down projection's kernels, launchers, a comment and launches: summed by a second kernel, or
     (``sum_in_launch``) by the last slice of each tile."""
-    w2, b2, tma = b.roles["w2"], b.roles.get("b2"), bool(p.get("tma"))
+    w2, b2, tma, atomic = b.roles["w2"], b.roles.get("b2"), bool(p.get("tma")), p.get("atomic")
+    if atomic:
+        # the descriptor reduction only where the loads go through descriptors too; element atomics otherwise
+        kernels, launchers = _kernels(
+            "down_atomic", triton_gemm_kernel("_down_atomic", [], split_k=True, atomic="ptr"),
+            triton_gemm_kernel("_down_atomic_tma", [], split_k=True, tma=True, atomic=atomic) if tma else None)
+        out = "_desc(c2, BM2, BN2) if use_tma else c2" if tma and atomic == "desc" else "c2"
+        launches = f"""    {_launcher("down_atomic", tma)}((tiles2, split), opa, opb, {b2 or "h"}, {out}, M, N, hidden, h.stride(0),
+        h.stride(1), {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), k_per, HAS_BIAS={b2 is not None},
+        BN=BN2, {tiles})"""
+        how = "added into the output (zeroed by the up projection) by " + (
+            "the copy engine's tile reductions" if atomic == "desc" else "element atomics")
+        return kernels, launchers, how, launches
     if p.get("sum_in_launch", False):
         kernels, launchers = _kernels(
             "down_split_sum", triton_gemm_kernel("_down_split_sum", [], split_k=True, sum_in_launch=True),
@@ -172,11 +184,14 @@ def _render_launches(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     up, down = _tiles(p), _tiles(p, down=True)
     # pdl: every launch after the first may be scheduled while the one before it runs (TRITON_GDC_PARAM)
     pdl, gdc_line = triton_gdc(p, "a2")
+    atomic = p.get("atomic")
+    zero_args = " c2, M * N, ZB=1024," if atomic else ""
     tiles1 = f"BM=BM, BK=BK, GROUP=8, num_warps={up['num_warps']}, num_stages={up['stages']}{pdl}"
     tiles2 = f"BM=BM2, BK=BK2, GROUP=8, num_warps={down['num_warps']}, num_stages={down['stages']}{pdl}"
     split_kernels, split_launchers, split_how, split_launches = _split_parts(b, p, tiles2, pdl)
-    up_kernels, up_launchers = _kernels("up", _gemm_kernel("_up", b1 is not None, b.consts["act"]),
-                                        _gemm_kernel("_up_tma", b1 is not None, b.consts["act"], True) if tma else None)
+    up_kernels, up_launchers = _kernels(
+        "up", _gemm_kernel("_up", b1 is not None, b.consts["act"], zero=bool(atomic)),
+        _gemm_kernel("_up_tma", b1 is not None, b.consts["act"], True, zero=bool(atomic)) if tma else None)
     down_kernels, down_launchers = _kernels("down", _gemm_kernel("_down", b2 is not None, None),
                                             _gemm_kernel("_down_tma", b2 is not None, None, True) if tma else None)
     return f"""import torch
@@ -194,14 +209,14 @@ import triton.language as tl
 
 {run_prologue(problem, b)}
     sms = _sms(a2)
-    {f"use_tma = _tma_ready(a2, {w1}, {w2}, h)" if tma else "# pointer loads"}
+    {_use_tma(b, tma, atomic)}
     {gdc_line}
     BM, BK = {up["bm"]}, {up["bk"]}
     BN1 = {f'_fit_bn(M, hidden, BM, {up["bn"]}, 1, sms)' if fit else up["bn"]}
     opa, opb = {_operands("a2", w1, tma, "BM", "BN1", "BK")}
     # W1 [I, K] and W2 [NO, I] are read as (k, n) through their strides: no transposed copies
     {_launcher("up", tma)}((triton.cdiv(M, BM) * triton.cdiv(hidden, BN1),), opa, opb, {b1 or "a2"}, h, M, hidden, K,
-        a2.stride(0), a2.stride(1), {w1}.stride(1), {w1}.stride(0), h.stride(0), h.stride(1), BN=BN1, {tiles1})
+        a2.stride(0), a2.stride(1), {w1}.stride(1), {w1}.stride(0), h.stride(0), h.stride(1),{zero_args} BN=BN1, {tiles1})
     BM2, BN2, BK2 = {down["bm"]}, {down["bn"]}, {down["bk"]}
     tiles2 = triton.cdiv(M, BM2) * triton.cdiv(N, BN2)
     split = {_split_expr(p)}
@@ -211,12 +226,27 @@ import triton.language as tl
         {_launcher("down", tma)}((triton.cdiv(M, BM2) * triton.cdiv(N, BN2),), opa, opb, {b2 or "h"}, c2, M, N, hidden,
             h.stride(0), h.stride(1), {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), BN=BN2, {tiles2})
         return
-    # the down projection's K (the hidden width) in slices: {"partial sums in the output's dtype if bfloat16, else fp32" if p.get("ws_bf16") else "fp32 partial sums"}, {split_how}
+    # the down projection's K (the hidden width) in slices: {_partials(p)}, {split_how}
     k_per = triton.cdiv(triton.cdiv(hidden, BK2), split) * BK2
-    ws = torch.empty((split, M, N), dtype={_ws_dtype(p)}, device={x}.device)
+    {"# no workspace" if atomic else f"ws = torch.empty((split, M, N), dtype={_ws_dtype(p)}, device={x}.device)"}
     opa, opb = {_operands("h", w2, tma, "BM2", "BN2", "BK2")}
 {split_launches}
 """
+
+
+def _use_tma(b: Binding, tma: bool, atomic: str | None) -> str:
+    if not tma:
+        return "# pointer loads"
+    w1, w2 = b.roles["w1"], b.roles["w2"]
+    if atomic == "desc":  # the output reduced through a descriptor too; the interpreter has no such reduction
+        return f"use_tma = _tma_ready(a2, {w1}, {w2}, h, c2) and c2.is_cuda"
+    return f"use_tma = _tma_ready(a2, {w1}, {w2}, h)"
+
+
+def _partials(p: Mapping[str, Any]) -> str:
+    if p.get("atomic"):
+        return "partial sums in the output's dtype"
+    return "partial sums in the output's dtype if bfloat16, else fp32" if p.get("ws_bf16") else "fp32 partial sums"
 
 
 def _ws_dtype(p: Mapping[str, Any]) -> str:
@@ -252,10 +282,15 @@ FAMILY = Family(
             "triton", True,
             # first, the session-14 sweep's best (bench/template_sweep.py on the bundled vision MLP): tensor-
             # descriptor loads, the up projection in 64-column tiles over BK 128, the down one in 64x64 tiles
-            # over 8 or 4 slices of K, without and with programmatic dependent launch; the partial sums in
-            # bfloat16 (session 17, judged 15.8-16.8 us; 15.8-16.2 at 8 slices without pdl), then in fp32
-            # (16.6-17.8); then the earlier grid, descriptors first
+            # over 8 or 4 slices of K, without and with programmatic dependent launch; the slices reduced into
+            # the output by the copy engine, then by element atomics (session 18: 14.0-14.1 us in-process at 8
+            # slices without pdl against 16.2 for bf16 partials and a sum kernel); the partial sums in bfloat16
+            # (session 17, judged 15.8-16.8 us; 15.8-16.2 at 8 slices without pdl), then in fp32 (16.6-17.8);
+            # then the earlier grid, descriptors first
             ({"bm": (64,), "bn": (64,), "bk": (128,), "num_warps": (4,), "stages": (3,), "tma": (True,),
+              "down_bn": (64,), "down_bk": (64,), "down_stages": (4,), "graph": (True,), "split": (8,),
+              "pdl": (False, True), "sum_in_launch": (False,), "atomic": ("desc", "ptr")},
+             {"bm": (64,), "bn": (64,), "bk": (128,), "num_warps": (4,), "stages": (3,), "tma": (True,),
               "down_bn": (64,), "down_bk": (64,), "down_stages": (4,), "graph": (True,), "split": (8, 4),
               "pdl": (False, True), "sum_in_launch": (False,), "ws_bf16": (True,)},
              {"bm": (64,), "bn": (64,), "bk": (128,), "num_warps": (4,), "stages": (3,), "tma": (True,),
