@@ -10,8 +10,9 @@ the reference rounds them; the second adds b2. The hidden tensor is the only ext
 unfused chain also writes and reads the pre-activation and the activation output. Where the down
 projection's tiles leave SMs idle (a few hundred tokens), its K (the hidden width) is split in up to 8
 slices whose fp32 partial sums a third kernel adds up with b2 (``split``: "auto" fits it at run time;
-``ws_bf16``: bfloat16 partials for a bfloat16 output). ``fused``: the block as one persistent launch
-(mlp_fused.py).
+``ws_bf16``: bfloat16 partials for a bfloat16 output; ``atomic``: no partials, each slice reduced into the
+output, which the up projection zeroes). ``fused``: the block as one persistent launch (mlp_fused.py);
+``overlap``: two launches, the down one started while the up one runs (mlp_overlap.py).
 ``pdl``: each launch by programmatic dependent launch on sm_90 (``base.TRITON_GDC_PARAM``).
 Launcher: grid = cdiv(M, BM) · cdiv(N, BN) per GEMM (· split for the down one). Notes at the bottom.
 """
@@ -27,6 +28,7 @@ from .base import (TRITON_ARRIVAL_COUNTERS, TRITON_GDC_READY, Binding, Family, R
                    py_signature, triton_gdc, triton_launcher)
 from .elementwise import ACTS as ELEMENTWISE_ACTS, one_act_per_structure
 from .mlp_fused import render_fused, run_prologue
+from .mlp_overlap import render_overlap
 from .matmul import BIAS_EPILOGUE, FIT_TILES, SPLIT_SUM, TMA_DESCRIPTORS, triton_gemm_kernel
 
 _ALLOWED = {"mm", "addmm", "matmul", "t", "permute", "transpose", "_to_copy", "add", "mul", "div", "pow", "rsub",
@@ -142,9 +144,9 @@ def _split_parts(b: Binding, p: Mapping[str, Any], tiles: str, pdl: str) -> tupl
             "down_atomic", triton_gemm_kernel("_down_atomic", [], split_k=True, atomic="ptr"),
             triton_gemm_kernel("_down_atomic_tma", [], split_k=True, tma=True, atomic=atomic) if tma else None)
         out = "_desc(c2, BM2, BN2) if use_tma else c2" if tma and atomic == "desc" else "c2"
-        launches = f"""    {_launcher("down_atomic", tma)}((tiles2, split), opa, opb, {b2 or "h"}, {out}, M, N, hidden, h.stride(0),
-        h.stride(1), {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), k_per, HAS_BIAS={b2 is not None},
-        BN=BN2, {tiles})"""
+        launches = f"""    {_launcher("down_atomic", tma)}((tiles2, split), opa, opb, {b2 or "h"}, {out}, M, N, hidden,
+        h.stride(0), h.stride(1), {w2}.stride(1), {w2}.stride(0), c2.stride(0), c2.stride(1), k_per,
+        HAS_BIAS={b2 is not None}, BN=BN2, {tiles})"""
         how = "added into the output (zeroed by the up projection) by " + (
             "the copy engine's tile reductions" if atomic == "desc" else "element atomics")
         return kernels, launchers, how, launches
@@ -265,9 +267,11 @@ def _split_expr(p: Mapping[str, Any]) -> str:
 
 
 def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
+    act = b.consts["act"]
     if p.get("fused"):
-        act = b.consts["act"]
         source = render_fused(problem, b, p, ACTS[act][1] if act else None)
+    elif p.get("overlap"):
+        source = render_overlap(problem, b, p, ACTS[act][1] if act else None)
     else:
         source = _render_launches(problem, b, p)
     return graph_replayed(source) if p.get("graph") else source
@@ -284,9 +288,9 @@ FAMILY = Family(
             # descriptor loads, the up projection in 64-column tiles over BK 128, the down one in 64x64 tiles
             # over 8 or 4 slices of K, without and with programmatic dependent launch; the slices reduced into
             # the output by the copy engine, then by element atomics (session 18: 14.0-14.1 us in-process at 8
-            # slices without pdl against 16.2 for bf16 partials and a sum kernel); the partial sums in bfloat16
-            # (session 17, judged 15.8-16.8 us; 15.8-16.2 at 8 slices without pdl), then in fp32 (16.6-17.8);
-            # then the earlier grid, descriptors first
+            # slices without pdl against 16.2 for bf16 partials and a sum kernel; judged 14.2); the partial
+            # sums in bfloat16 (session 17, judged 15.8-16.8 us; 15.8-16.2 at 8 slices without pdl), then in
+            # fp32 (16.6-17.8); then the earlier grid, descriptors first
             ({"bm": (64,), "bn": (64,), "bk": (128,), "num_warps": (4,), "stages": (3,), "tma": (True,),
               "down_bn": (64,), "down_bk": (64,), "down_stages": (4,), "graph": (True,), "split": (8,),
               "pdl": (False, True), "sum_in_launch": (False,), "atomic": ("desc", "ptr")},
@@ -310,6 +314,11 @@ FAMILY = Family(
         # sum_in_launch (the last slice of each tile adds the partials in the same launch) read 25.6 us against
         # 18.0 us for the two-kernel sum on the bundled vision MLP (session 11): 24 tiles leave the reduction
         # to 24 CTAs at the launch's tail, where the sum kernel spreads it over 197. Kept, tested, not planned.
+        # Session 18 (bench/h200/wave21.sh), with atomic slices (13.8-14.0 us in-process): down tiles of 128 rows
+        # or columns over 4-12 slices 14.3-17.3; 32-row tiles 15.2-21.2; 128-row up tiles 15.2-20.9; W2 asked into
+        # L2 by the up projection, the bias loaded before the K loop, h stored through a descriptor: 14.1-15.9;
+        # overlap (the down launch started early, its CTAs waiting on arrival counters, mlp_overlap.py)
+        # 15.4-19.3. Kept and tested: overlap; the others were removed after their calls.
         # fused (the whole block as one persistent launch, mlp_fused.py) read 25.8-48 us against 16.8 for this
         # grid's first point (session 17, bench/h200/wave20.sh): one CTA per SM moves the operands from L2 at
         # ~2 TB/s where the unfused kernels, 2-3 CTAs per SM, reach ~7.5. Kept, tested, not planned.
