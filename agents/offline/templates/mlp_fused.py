@@ -52,7 +52,7 @@ def _mlp_fused(x_ptr, w1_ptr, b1_ptr, h_ptr, w2_ptr, w2r_ptr, b2_ptr, y_ptr, ws_
                M, K, I, N, sxm, sxk, sw1i, sw1k, sw2n, sw2i, sym, syn, k_per, P,
                PHASE: tl.constexpr, SPLIT: tl.constexpr, HAS_B1: tl.constexpr, HAS_B2: tl.constexpr,
                TMA: tl.constexpr, PREFETCH: tl.constexpr, BM: tl.constexpr, BN1: tl.constexpr,
-               BK1: tl.constexpr, BN2: tl.constexpr, BK2: tl.constexpr):
+               BK1: tl.constexpr, BN2: tl.constexpr, BK2: tl.constexpr, UP_COUNTERS: tl.constexpr):
     pid = tl.program_id(0)
     grid_m = tl.cdiv(M, BM)
     tiles_i = tl.cdiv(I, BN1)
@@ -153,10 +153,10 @@ def _mlp_fused(x_ptr, w1_ptr, b1_ptr, h_ptr, w2_ptr, w2r_ptr, b2_ptr, y_ptr, ws_
     if PHASE != 1:
         tl.debug_barrier()
         done = tl.atomic_add(fin_cnt, 1, sem="acq_rel")
-        if done == P - 1:
-            for j in range(grid_m * SPLIT):
-                tl.atomic_xchg(up_cnt + j, 0)
-            tl.atomic_xchg(fin_cnt, 0)
+        if done == P - 1:  # one store, not a loop of atomic exchanges (one round trip each)
+            j = tl.arange(0, UP_COUNTERS)
+            tl.store(up_cnt + j, tl.zeros((UP_COUNTERS,), dtype=tl.int32), mask=j < grid_m * SPLIT)
+            tl.store(fin_cnt, 0)
 """
 
 # How many CTAs of a compiled kernel one SM holds at once: its shared memory (plus the 1 KiB the driver
@@ -234,6 +234,7 @@ import triton.language as tl
             k_per)
     consts = dict(SPLIT=SPLIT, HAS_B1={b1 is not None}, HAS_B2={b2 is not None}, TMA=use_tma,
                   PREFETCH={prefetch} and use_tma and a2.is_cuda, BM=BM, BN1=BN1, BK1=BK1, BN2=BN2, BK2=BK2,
+                  UP_COUNTERS=triton.next_power_of_2(grid_m * SPLIT),
                   num_warps={int(p["num_warps"])}, num_stages={int(p["stages"])})
     if a2.is_cuda and {bool(p.get("one_launch", True))}:
         # up to PER_SM programs per SM, never more than fit at once: every program must be resident (the waits)
