@@ -24,6 +24,59 @@
 # PART C: the MLP's 8 planned variants judged (atomic desc/ptr x pdl off/on at 8 slices, then bf16 partials).
 #   Prediction: ~14 us judged, 1.24x T_b, SOL ~0.57.
 # PART H: every row's best judged twice (as session 17's PART H), the MLP's from PART C's records.
+#   Outcome: right. 14.2 / 14.2 us judged (atomic desc, 8 slices, pdl off), atomic ptr 14.2, with pdl 14.7-15.0;
+#   bf16 partials 15.9-16.5. 1.23x T_b, SOL 0.56 (docs/bench/h200_offline_session18_mlp.jsonl).
+# PART D: W2 asked into L2 by the up projection ("w2_l2": each up CTA one cp.async.bulk.prefetch.L2 per 4 KiB
+#   piece of W2, dealt round-robin: 4.7 MB requested once, at the up projection's start, where session 17's
+#   per-CTA prefetch requested each weight row 4 times). The up projection leaves HBM far from busy (4.7 MB of
+#   W1 in 7.1 us). Prediction: down 5.8 -> ~4-4.5 us (W2 from L2), up 7.1 -> ~7.3; the block 14.0 -> ~12.5-13.
+#   Outcome: wrong. Slower everywhere: 13.82 -> 15.02 us (desc), 15.2-15.9 for the rest; up 7.08 -> 7.45,
+#   down 5.97 -> 6.22. W2 found in L2 does not make the down projection faster: it is not waiting on HBM.
+#   Removed after this call.
+# PART E: Nsight Compute on the atomic variant's two kernels: elapsed against active cycles, the SM clock,
+#   stall reasons per issued instruction, DRAM and L2 bytes. No prediction; a diagnosis of what holds each
+#   kernel at 5.8-7.1 us whatever its tiles, slices or operand residency.
+#   Outcome: up 8.6 us under ncu (1.83 GHz), 15.9k cycles elapsed, 11.6k active per SM (the rest ramp and tail),
+#   5.8 warps per SM, 1.55M instructions (2k per warp for 6 K steps: the epilogue's exact GELU and masked
+#   stores), tensor pipe 19% of active cycles, stalls mostly long scoreboard (2.3-2.5 per issue); DRAM read 5.1
+#   MB. Down 7.1 us, 12.8k elapsed, 8.9k active, 11.2 warps per SM, tensor pipe 25%, long scoreboard 5.4 per
+#   issue; DRAM read 6.3 MB. Neither is near a throughput limit: each CTA's short chain of dependent waits is
+#   the time.
+# PART F: shorter epilogues. The bias loaded before the K loop ("early_bias": in both GEMMs its load otherwise
+#   waits after the loop, a long-scoreboard stall on the critical path) and h stored by the copy engine
+#   ("h_store": one TMA store per tile, no per-element addresses and masks); up with 8 warps.
+#   Prediction: ~0.3-0.5 us off each GEMM: the block 13.9 -> ~13.0-13.3 us.
+#   Outcome: wrong. 13.86 us without either; early_bias 14.10, h_store 14.24, both 14.56 (up 6.9-7.1 -> 7.3-7.7);
+#   8 warps 14.24; pdl 15.07. Removed after this call.
+# PART G: 32-row tiles (bm, down_bm 32). 197 rows in 64-row tiles are 256 rows of work, the fourth row tile 5
+#   rows of 64 (a quarter of the CTAs nearly idle, and 192 up CTAs on 132 SMs leave 60 SMs with two);
+#   32-row tiles compute 224 rows in 7 row tiles (336 up CTAs), for twice the W1 tile reads.
+#   Prediction: up 7.1 -> ~6 us, down about the same: the block 13.9 -> ~12.8 us; if Triton falls back to
+#   mma.sync under 64 rows, no gain.
+#   Outcome: wrong. 32-row tiles 15.2-21.2 us (up 7.95-8.4, down 8.0 at 32 rows) against 13.76 for 64-row
+#   tiles. Nothing to remove (bm and down_bm are existing knobs).
+# PART H2 (below, as "O"): the two GEMMs overlapped ("overlap", new agents/offline/templates/mlp_overlap.py):
+#   the down launch is a programmatic dependent launch without gdc_wait; each down CTA waits only on the
+#   arrival counters of its (row tile, slice) and of slice 0 (whose up CTAs zero the output row tile first),
+#   then a proxy fence, its K loop and a bulk reduction into the output. The down CTAs fill SMs the up
+#   projection's tail leaves idle (ncu: ~27-30% idle cycles in each kernel).
+#   Prediction: 13.9 -> ~12-12.5 us; a hang or a mismatch would show the ordering wrong.
+#   Outcome: correct everywhere, and slow: 22.7-57 us (down 21.6-32.6 us, growing with the counter count: 17, 33
+#   and 65 counters at 4, 8 and 16 slices). The last CTA reset the counters in a loop of acq_rel atomic
+#   exchanges, one round trip each, all counters in one 128-byte line that every down CTA polls.
+# PART O2: the counters reset by one plain vector store, each counter on its own 128-byte line.
+#   Prediction: the reset cost goes (~20-40 us); then 13.9 -> ~12-12.5 us as predicted for PART O.
+#   Outcome: the reset was the cost (34.9 -> 15.9 us at 8 slices), but the overlap still loses: 15.4-19.3 us
+#   against 13.86 unfused. The down launch spans 13-15 us from its early start and ends ~2 us after the
+#   unfused one would; the up launch slows 7.1 -> 7.6-7.9 us under the polling.
+# PART O3: the polls spaced by nanosleep ("poll_ns" 200 / 1000), then PART H (every row judged twice).
+#   Prediction: the up launch back to ~7.1 us; the block ~13.5-14, no better than unfused.
+#   Outcome: wrong. poll_ns 200 / 1000: 15.65-18.1 us, the up launch still 7.7-7.9; the knob was removed after
+#   this call. PART H: the MLP 14.18 us (14.21, 14.14); table D 1.390x T_b, 11/16, median SOL 0.580
+#   (docs/bench/h200_offline_agents_session18.md).
+# PART P: session 17's one-launch MLP (mlp_fused.py) had the same counter reset (a loop of grid_m * SPLIT atomic
+#   exchanges by its last program), now one store. Prediction: its 25.8-48 us fall by ~4-10 us (8-16 exchanges),
+#   still above the unfused 13.9 (its up phase alone was 11.3-15.6 us).
 set -u
 OUT=${OUT:-h200-out}; mkdir -p "$OUT"
 L2=data/problems/L2
@@ -69,6 +122,53 @@ case "${PART:-A}" in
          --candidate encoder_attention_h768_heads12_n197_bf16=mha_triton_bm64_bn64_bk64_num_warps4_stages6_block_m64_block_n64_splitauto_num_stages2_graphTrue_pdlTrue_fitFalse \
          -o "$OUT/rejudge.md" --json-out "$OUT/rejudge" > "$OUT/rejudge.log" 2>&1
      echo "rejudge rc=$?"; grep -v "^built\|^cached" "$OUT/rejudge.log" | tail -30 ;;
+  D) U='"bm": [64], "bn": [64], "bk": [128], "num_warps": [4], "stages": [3], "tma": [true], "graph": [true],
+       "sum_in_launch": [false], "down_bn": [64], "down_bk": [64], "down_stages": [4]'
+     sweep mlp_w2_l2 200 $MLP mlp "{$U, \"split\": [8], \"pdl\": [false], \"atomic\": [\"desc\"]}" \
+         "{$U, \"split\": [8, 4], \"pdl\": [false, true], \"atomic\": [\"desc\", \"ptr\"], \"w2_l2\": [true]}" \
+         "{$U, \"split\": [8], \"pdl\": [false], \"ws_bf16\": [true], \"atomic\": [null], \"w2_l2\": [true, false]}" ;;
+  E) S=smsp__average_warps_issue_stalled
+     M="gpu__time_duration.sum,gpc__cycles_elapsed.max,sm__cycles_active.avg,gpc__cycles_elapsed.avg.per_second"
+     M="$M,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,sm__warps_active.avg.per_cycle_active"
+     M="$M,smsp__inst_executed.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
+     for r in long_scoreboard barrier wait membar lg_throttle mio_throttle math_pipe_throttle sleeping \
+              no_instruction dispatch_stall short_scoreboard drain imc_miss branch_resolving selected not_selected; do
+       M="$M,${S}_${r}_per_issue_active.ratio"; done
+     timeout 200 ncu --clock-control none --target-processes all -k 'regex:_up_tma|_down_atomic_tma' -c 4 --metrics "$M" \
+         python3 bench/template_sweep.py $MLP --family mlp --language triton --device cuda --timer events \
+         --grid '{"pdl": [false], "split": [8]}' -o "$OUT/ncu_sweep.md" > "$OUT/ncu.txt" 2>&1
+     echo "ncu rc=$?"; grep -E "^  [a-z_]+|^    [a-z]" "$OUT/ncu.txt" | head -120 ;;
+  F) U='"bm": [64], "bn": [64], "bk": [128], "num_warps": [4], "stages": [3], "tma": [true], "graph": [true],
+       "sum_in_launch": [false], "down_bn": [64], "down_bk": [64], "down_stages": [4], "split": [8],
+       "pdl": [false], "atomic": ["desc"]'
+     sweep mlp_epilogue 200 $MLP mlp "{$U}" "{$U, \"early_bias\": [true, false], \"h_store\": [true, false]}" \
+         "{$U, \"early_bias\": [true], \"h_store\": [true], \"num_warps\": [8], \"down_num_warps\": [4]}" \
+         "{$U, \"early_bias\": [true], \"h_store\": [true], \"pdl\": [true]}" \
+         "{$U, \"early_bias\": [true], \"h_store\": [true], \"atomic\": [\"ptr\"]}"
+     sed -n '/GPU activities/,$p' "$OUT/sweep_mlp_epilogue.md" | head -24 ;;
+  G) U='"bk": [128], "num_warps": [4], "tma": [true], "graph": [true], "sum_in_launch": [false], "down_bn": [64],
+       "down_bk": [64], "down_stages": [4], "pdl": [false], "atomic": ["desc"], "fit": [false]'
+     sweep mlp_bm32 200 $MLP mlp "{$U, \"bm\": [64], \"bn\": [64], \"stages\": [3], \"split\": [8]}" \
+         "{$U, \"bm\": [32], \"bn\": [64, 128], \"stages\": [3, 4], \"down_bm\": [32, 64], \"split\": [8]}" \
+         "{$U, \"bm\": [32], \"bn\": [64], \"stages\": [3], \"down_bm\": [32], \"split\": [4, 16]}" \
+         "{$U, \"bm\": [64], \"bn\": [64], \"stages\": [3], \"down_bm\": [32], \"split\": [8, 4]}"
+     sed -n '/GPU activities/,$p' "$OUT/sweep_mlp_bm32.md" | head -24 ;;
+  P) U='"bm": [64], "bn": [64], "bk": [128], "num_warps": [4], "stages": [3], "tma": [true], "graph": [true],
+       "down_bn": [64], "down_bk": [64], "down_stages": [4], "pdl": [false]'
+     sweep mlp_fused_reset 120 $MLP mlp "{$U, \"split\": [8], \"atomic\": [\"desc\"]}" \
+         "{$U, \"fused\": [true], \"split\": [2, 4], \"bn\": [64, 128], \"prefetch\": [true, false]}" ;;
+  O3) U='"bm": [64], "bn": [64], "bk": [128], "num_warps": [4], "stages": [3], "tma": [true], "graph": [true],
+       "down_bn": [64], "down_bk": [64], "down_stages": [4], "pdl": [false]'
+     sweep mlp_overlap_poll 100 $MLP mlp "{$U, \"split\": [8], \"atomic\": [\"desc\"]}" \
+         "{$U, \"overlap\": [true], \"split\": [8, 4], \"tma\": [true, false], \"poll_ns\": [200, 1000]}"
+     sed -n '/GPU activities/,$p' "$OUT/sweep_mlp_overlap_poll.md" | head -12
+     PART=H bash "$0" ;;
+  O) U='"bm": [64], "bn": [64], "bk": [128], "num_warps": [4], "stages": [3], "tma": [true], "graph": [true],
+       "down_bn": [64], "down_bk": [64], "down_stages": [4], "pdl": [false]'
+     sweep mlp_overlap 150 $MLP mlp "{$U, \"split\": [8], \"atomic\": [\"desc\"]}" \
+         "{$U, \"overlap\": [true], \"split\": [8, 4, 16], \"tma\": [true, false]}" \
+         "{$U, \"overlap\": [true], \"split\": [8], \"down_stages\": [3], \"stages\": [2]}"
+     sed -n '/GPU activities/,$p' "$OUT/sweep_mlp_overlap.md" | head -24 ;;
   B) U='"bm": [64], "bn": [64], "bk": [128], "num_warps": [4], "stages": [3], "tma": [true], "graph": [true],
        "sum_in_launch": [false], "pdl": [false], "atomic": ["desc"]'
      sweep mlp_down_tiles 300 $MLP mlp "{$U, \"split\": [8], \"down_bn\": [64], \"down_bk\": [64], \"down_stages\": [4]}" \
