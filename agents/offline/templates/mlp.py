@@ -14,6 +14,7 @@ slices whose fp32 partial sums a third kernel adds up with b2 (``split``: "auto"
 output, which the up projection zeroes). ``fused``: the block as one persistent launch (mlp_fused.py);
 ``overlap``: two launches, the down one started while the up one runs (mlp_overlap.py).
 ``pdl``: each launch by programmatic dependent launch on sm_90 (``base.TRITON_GDC_PARAM``).
+CUDA C++ (sm_90a, bf16): WGMMA GEMMs fed by TMA with the weight tiles multicast in clusters (mlp_wgmma.py).
 Launcher: grid = cdiv(M, BM) · cdiv(N, BN) per GEMM (· split for the down one). Notes at the bottom.
 """
 
@@ -24,11 +25,13 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import (TRITON_ARRIVAL_COUNTERS, TRITON_GDC_READY, Binding, Family, Renderer, graph_replayed,
+from .base import (CUDA_FILE, TRITON_ARRIVAL_COUNTERS, TRITON_GDC_READY, Binding, Family, Renderer, graph_replayed,
                    py_signature, triton_gdc, triton_launcher)
 from .elementwise import ACTS as ELEMENTWISE_ACTS, one_act_per_structure
 from .mlp_fused import render_fused, run_prologue
 from .mlp_overlap import render_overlap
+from .mlp_wgmma import WGMMA_GRID, render_cuda_wgmma
+from .mlp_wgmma import accepts as wgmma_accepts, widths as wgmma_widths
 from .matmul import BIAS_EPILOGUE, FIT_TILES, SPLIT_SUM, TMA_DESCRIPTORS, triton_gemm_kernel
 
 _ALLOWED = {"mm", "addmm", "matmul", "t", "permute", "transpose", "_to_copy", "add", "mul", "div", "pow", "rsub",
@@ -71,7 +74,8 @@ def match_mlp(problem: Problem, sig: OpSignature) -> list[Binding]:
         return []
     hinted = [a for op, acts in _HINTS.items() if sig.has(op) for a in acts]
     acts = list(dict.fromkeys(hinted)) or list(ACTS)
-    return [Binding(roles, {"act": act}) for roles in found for act in acts]
+    return [Binding(roles, {"act": act, "wgmma": wgmma_widths(problem, roles) is not None})
+            for roles in found for act in acts]
 
 
 def _bias_roles(rest: list[str], tensors: Mapping[str, list], hidden: Any, width: Any) -> list[dict[str, str]]:
@@ -322,6 +326,7 @@ FAMILY = Family(
         # fused (the whole block as one persistent launch, mlp_fused.py) read 25.8-48 us against 16.8 for this
         # grid's first point (session 17, bench/h200/wave20.sh): one CTA per SM moves the operands from L2 at
         # ~2 TB/s where the unfused kernels, 2-3 CTAs per SM, reach ~7.5. Kept, tested, not planned.
+        Renderer("cuda_cpp", True, WGMMA_GRID, render_cuda_wgmma, file=CUDA_FILE, accepts=wgmma_accepts),
     ),
     prune=one_act_per_structure,
 )

@@ -1,0 +1,381 @@
+"""The MLP block in CUDA C++ for Hopper (sm_90a): two launches of one warp-specialized WGMMA GEMM whose loads go
+through TMA, the weight tile of each K step multicast to a cluster of CTAs that share it.
+
+Each CTA owns a 64-row tile of the output (one consumer warpgroup issuing ``wgmma.mma_async`` m64nBNk16 from
+128-byte-swizzled shared memory) and a producer warp whose one thread issues the TMA loads of a ``stages``-deep
+ring. The ``cluster`` CTAs along M (consecutive row tiles, one column tile) need the same weight tile: each
+loads 1/cluster of its rows and multicasts them to all, so the weights cross from L2 once per cluster instead
+of once per row tile; a stage is refilled only when every CTA of the cluster has released it (each consumer
+warp arrives on the stage's ``empty`` barrier in every peer CTA).
+
+Up launch: h = act(x·W1ᵀ + b1), rounded once to the input dtype. Down launch: the hidden width split in
+``split`` slices (grid z); with one slice the CTA stores out = h·W2ᵀ + b2, with more each slice adds its bf16
+partial into the output by ``atomicAdd`` (slice 0 adds b2), the output zeroed by the up launch.
+Needs bf16 operands, contiguous rows 16-byte aligned, K and the hidden width multiples of 64 and the widths
+multiples of the column tiles; ``run`` checks and says which.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from sol_bench.problem import Problem
+
+from .base import CUDA_CLUSTERS, Binding, cuda_module
+from .elementwise import ACTS as ELEMENTWISE_ACTS
+
+CUDA_ACTS: dict[str, str] = {name: exprs[2] for name, exprs in ELEMENTWISE_ACTS.items()} | {"relu": "fmaxf(v, 0.f)"}
+BM = 64  # rows of a CTA's tile: one warpgroup's m64 WGMMA
+BK = 64  # one K step: 64 bf16 = the 128-byte swizzle span
+
+
+def wgmma_call(bn: int) -> str:
+    """``wgmma_m64k16<BN>``: one m64nBNk16 bf16 WGMMA into fp32 accumulators, both operands in shared memory."""
+    regs = bn // 2
+    outs = ", ".join(f"%{i}" for i in range(regs))
+    binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    return f"""
+__device__ __forceinline__ void wgmma_m64k16_{bn}(float* d, uint64_t da, uint64_t db) {{
+  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{regs + 2}, 0;\\n"
+               " wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.bf16.bf16 {{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n}}\\n"
+               : {binds}
+               : "l"(da), "l"(db), "r"(1));
+}}
+"""
+
+
+KERNEL = r"""
+#include <cuda.h>
+#include <cstdint>
+
+namespace mlpwg {
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n WAIT:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra WAIT;\n}\n" ::"r"(smem_u32(bar)), "r"(parity) : "memory");
+}
+// Arrive on the barrier at the same offset in the cluster's CTA `rank` (this CTA's own when rank is its own).
+__device__ __forceinline__ void mbar_arrive_peer(uint64_t* bar, unsigned rank) {
+  asm volatile(
+      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
+      " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_u32(bar)), "r"(rank)
+      : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// A box of the 2-D tensor map at (column c0, row c1) into shared memory, completing on `bar`.
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
+      ::"r"(smem_u32(dst)), "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1) : "memory");
+}
+// The same box written at the same offset into every CTA of `mask`, each completing on its own `bar`.
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
+                                                   uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;"
+      ::"r"(smem_u32(dst)), "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "h"(mask) : "memory");
+}
+// WGMMA operand descriptor of a K-major tile whose rows are 128 bytes, swizzled in 1024-byte atoms of 8 rows.
+__device__ __forceinline__ uint64_t smem_desc(const void* tile) {
+  const uint64_t addr = smem_u32(tile);
+  return ((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+// Programmatic dependent launch: let the next launch's CTAs be scheduled now; wait for the previous launch.
+__device__ __forceinline__ void griddep_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void keep(float& v) { asm volatile("" : "+f"(v)::"memory"); }
+
+WGMMA_CALLS
+
+template <int BN>
+__device__ __forceinline__ void wgmma_k16(float* d, uint64_t da, uint64_t db);
+WGMMA_DISPATCH
+
+__device__ __forceinline__ float act(float v) { return ACT_EXPR; }
+
+constexpr int kBM = 64, kBK = 64, kThreads = 160;  // one consumer warpgroup + one producer warp
+
+// EPI 0: C = act(A·Bᵀ + bias) (also zeroes `zero` when given); 1: C += A·Bᵀ (+ bias on slice 0) by atomics;
+// 2: C = A·Bᵀ + bias. A [M, K] and B [N, K] through the maps; grid (row tiles, N / BN, slices).
+// PDL: the up launch lets the down one be scheduled at once; the down launch, started early, loads its first
+// stages of B (the weight, which the up launch does not write) before it waits for the up launch to finish.
+template <int BN, int STAGES, int CM, int EPI, int INFLIGHT, bool PDL>
+__global__ void __launch_bounds__(kThreads) gemm(const __grid_constant__ CUtensorMap map_a,
+                                                 const __grid_constant__ CUtensorMap map_b, int M, int k_steps,
+                                                 const __nv_bfloat16* __restrict__ bias, __nv_bfloat16* c, int ldc,
+                                                 uint4* zero, long long zero_vecs) {
+  constexpr int A_BYTES = kBM * kBK * 2, B_BYTES = BN * kBK * 2, STAGE = A_BYTES + B_BYTES, SLICE = BN / CM;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE);
+  uint64_t* empty = full + STAGES;
+  const int tid = threadIdx.x;
+  const unsigned rank = cluster_rank();
+  const int m0 = blockIdx.x * kBM, n0 = blockIdx.y * BN, k0 = blockIdx.z * k_steps * kBK;
+  if (PDL && EPI == 0) griddep_launch_dependents();
+  if (tid == 128) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 4 * CM);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  cluster_sync();
+
+  if (tid >= 128) {  // producer warp: one thread issues every load
+    if (tid == 128) {
+      // the weight's slice of a stage: this CTA's share, multicast to the cluster
+      auto load_b = [&](int stage, int kc) {
+        unsigned char* b = smem + stage * STAGE + A_BYTES;
+        if (CM == 1)
+          tma_load(b, &map_b, &full[stage], kc, n0);
+        else
+          tma_load_multicast(b + rank * SLICE * 128, &map_b, &full[stage], kc, n0 + rank * SLICE,
+                             static_cast<uint16_t>((1u << CM) - 1));
+      };
+      const int early = PDL && EPI != 0 ? min(STAGES, k_steps) : 0;  // stages whose B goes before the wait
+      for (int e = 0; e < early; ++e) {
+        mbar_expect_tx(&full[e], STAGE);
+        load_b(e, k0 + e * kBK);
+      }
+      if (PDL && EPI != 0) griddep_wait();
+      for (int e = 0; e < early; ++e) tma_load(smem + e * STAGE, &map_a, &full[e], k0 + e * kBK, m0);
+      for (int i = early; i < k_steps; ++i) {
+        const int s = i % STAGES;
+        if (i >= STAGES) mbar_wait(&empty[s], ((i / STAGES) - 1) & 1);
+        mbar_expect_tx(&full[s], STAGE);
+        tma_load(smem + s * STAGE, &map_a, &full[s], k0 + i * kBK, m0);
+        load_b(s, k0 + i * kBK);
+      }
+    }
+    __syncwarp();
+  } else {
+    if (EPI == 0 && zero != nullptr) {  // the down launch's atomics add into a zeroed output
+      const long long ctas = static_cast<long long>(gridDim.x) * gridDim.y * gridDim.z;
+      const long long id = blockIdx.x + static_cast<long long>(gridDim.x) * (blockIdx.y + gridDim.y * blockIdx.z);
+      const long long per = (zero_vecs + ctas - 1) / ctas, end = min(zero_vecs, (id + 1) * per);
+      for (long long v = id * per + tid; v < end; v += 128) zero[v] = make_uint4(0, 0, 0, 0);
+    }
+    float acc[BN / 2];
+#pragma unroll
+    for (int j = 0; j < BN / 2; ++j) acc[j] = 0.f;
+    for (int i = 0; i < k_steps; ++i) {
+      const int s = i % STAGES;
+      mbar_wait(&full[s], (i / STAGES) & 1);
+      const unsigned char* a = smem + s * STAGE;
+      const uint64_t da = smem_desc(a), db = smem_desc(a + A_BYTES);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) wgmma_k16<BN>(acc, da + 2 * kk, db + 2 * kk);  // +32 bytes per k16
+      wgmma_commit();
+      // INFLIGHT 2: this step's MMAs stay in flight while the previous step's stage is released
+      const int done = INFLIGHT == 2 ? i - 1 : i;
+      if (INFLIGHT == 2)
+        wgmma_wait<1>();
+      else
+        wgmma_wait<0>();
+      if (done >= 0 && (tid & 31) == 0)
+        for (int r = 0; r < CM; ++r) mbar_arrive_peer(&empty[done % STAGES], r);
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int j = 0; j < BN / 2; ++j) keep(acc[j]);
+    if (PDL) griddep_wait();  // the up launch's zeroed output is visible before any atomic adds into it
+    // accumulator layout of m64nBN: warp w, lane l holds rows 16w + l/4 (+8), columns 8j + 2(l%4) (+1)
+    const int warp = tid >> 5, lane = tid & 31;
+    const int row0 = m0 + warp * 16 + (lane >> 2);
+    const bool add_bias = bias != nullptr && (EPI != 1 || blockIdx.z == 0);
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int col = n0 + j * 8 + 2 * (lane & 3);
+      const float bx = add_bias ? __bfloat162float(bias[col]) : 0.f;
+      const float by = add_bias ? __bfloat162float(bias[col + 1]) : 0.f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h;
+        if (row >= M) continue;
+        float vx = acc[j * 4 + 2 * h] + bx, vy = acc[j * 4 + 2 * h + 1] + by;
+        if (EPI == 0) {
+          vx = act(vx);
+          vy = act(vy);
+        }
+        __nv_bfloat162* p = reinterpret_cast<__nv_bfloat162*>(c + static_cast<long long>(row) * ldc + col);
+        if (EPI == 1)
+          atomicAdd(p, __floats2bfloat162_rn(vx, vy));
+        else
+          *p = __floats2bfloat162_rn(vx, vy);
+      }
+    }
+  }
+  cluster_sync();  // no CTA leaves while a peer may still write into its shared memory or barriers
+}
+
+}  // namespace mlpwg
+
+typedef CUresult (*EncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+static EncodeTiled encode_tiled() {
+  static EncodeTiled fn = nullptr;
+  if (fn == nullptr) {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    C10_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found));
+    TORCH_CHECK(found == cudaDriverEntryPointSuccess && p != nullptr, "mlp wgmma: no cuTensorMapEncodeTiled in the driver");
+    fn = reinterpret_cast<EncodeTiled>(p);
+  }
+  return fn;
+}
+
+// A [rows, cols] row-major bf16 matrix as boxes of `box_rows` rows by 64 columns, 128-byte swizzled.
+static CUtensorMap tile_map(const at::Tensor& t, long long rows, long long cols, int box_rows, const char* name) {
+  TORCH_CHECK(t.scalar_type() == at::kBFloat16, "mlp wgmma: ", name, " must be bfloat16, got ", t.scalar_type());
+  TORCH_CHECK(t.is_contiguous(), "mlp wgmma: ", name, " must be contiguous");
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, "mlp wgmma: ", name, " must be 16-byte aligned");
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)}, unit[2] = {1, 1};
+  const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, t.data_ptr(), dims, strides, box, unit,
+                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  TORCH_CHECK(r == CUDA_SUCCESS, "mlp wgmma: cuTensorMapEncodeTiled failed for ", name, " (", static_cast<int>(r), ")");
+  return map;
+}
+
+template <int BN, int STAGES, int CM, int EPI, int INFLIGHT, bool PDL>
+static void launch_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor* bias, at::Tensor& c, int split,
+                        at::Tensor* zero, cudaStream_t stream) {
+  const long long M = a.size(0), K = a.size(1), N = b.size(0);
+  TORCH_CHECK(bias == nullptr || (bias->scalar_type() == at::kBFloat16 && bias->is_contiguous() && bias->numel() == N),
+              "mlp wgmma: a bias must be a contiguous bfloat16 vector of ", N);
+  TORCH_CHECK(zero == nullptr || (zero->numel() % 8 == 0 && reinterpret_cast<uintptr_t>(zero->data_ptr()) % 16 == 0),
+              "mlp wgmma: the output must be 16-byte aligned and a multiple of 8 elements to be zeroed");
+  TORCH_CHECK(N % BN == 0, "mlp wgmma: width ", N, " is not a multiple of the column tile ", BN);
+  TORCH_CHECK(K % (64 * split) == 0, "mlp wgmma: K ", K, " is not a multiple of 64 x ", split, " slices");
+  const CUtensorMap map_a = tile_map(a, M, K, 64, "the GEMM's rows"), map_b = tile_map(b, N, K, BN / CM, "the weight");
+  const unsigned row_tiles = static_cast<unsigned>((M + 63) / 64 + CM - 1) / CM * CM;
+  const int smem = STAGES * (64 * 64 * 2 + BN * 64 * 2) + 2 * STAGES * 8 + 1024;
+  auto* kernel = &mlpwg::gemm<BN, STAGES, CM, EPI, INFLIGHT, PDL>;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(row_tiles, static_cast<unsigned>(N / BN), static_cast<unsigned>(split));
+  cfg.blockDim = dim3(mlpwg::kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CM;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // the down launch, started early
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = PDL && EPI != 0 ? 2 : 1;
+  const __nv_bfloat16* bias_ptr = bias ? reinterpret_cast<const __nv_bfloat16*>(bias->data_ptr()) : nullptr;
+  uint4* zero_ptr = zero ? reinterpret_cast<uint4*>(zero->data_ptr()) : nullptr;
+  const long long zero_vecs = zero ? zero->numel() / 8 : 0;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, static_cast<int>(M), static_cast<int>(K / 64 / split),
+                                    bias_ptr, reinterpret_cast<__nv_bfloat16*>(c.data_ptr()), static_cast<int>(c.size(1)),
+                                    zero_ptr, zero_vecs));
+}
+"""
+
+
+def _const(problem: Problem, dim: Any) -> int | None:
+    if isinstance(dim, int):
+        return dim
+    axis = problem.definition.axes.get(dim)
+    return getattr(axis, "value", None) if axis is not None and axis.type == "const" else None
+
+
+def widths(problem: Problem, roles: Mapping[str, str]) -> tuple[int, int, int] | None:
+    """(K, hidden, out width) when the kernels can run the block: every tensor bf16, the widths constant, K and
+    the hidden width multiples of 64, the widths multiples of 32 (column tiles of whole 8-row atoms per CTA of
+    a cluster of 4); else None."""
+    d = problem.definition
+    if any(s.dtype != "bfloat16" for s in (*d.inputs.values(), *d.outputs.values())):
+        return None
+    hidden, k = (_const(problem, v) for v in d.inputs[roles["w1"]].shape)
+    out = _const(problem, d.inputs[roles["w2"]].shape[0])
+    if None in (hidden, k, out) or k % BK or hidden % BK or hidden % 32 or out % 32:
+        return None
+    return k, hidden, out
+
+
+# Not yet run on a GPU (session 19 had no device time left for it): bench/template_sweep.py reaches the renderer
+# through the family, but the agent does not plan it until it is measured correct and fast on the H200.
+PLANNED = False
+
+
+def accepts(b: Binding) -> bool:
+    """Planned for a binding whose block the kernels can run (``widths``), once the kernels are measured."""
+    return PLANNED and bool(b.consts.get("wgmma"))
+
+
+def fit_tile(width: int, bn: int, cluster: int) -> int:
+    """The widest column tile up to ``bn`` that divides ``width`` in whole 8-row atoms per cluster CTA."""
+    step = 8 * cluster
+    return next((t for t in range(min(bn, 256) // step * step, 0, -step) if width % t == 0), step)
+
+
+def render_cuda_wgmma(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict[str, str]:
+    r = b.roles
+    x, w1, w2, b1, b2 = r["x"], r["w1"], r["w2"], r.get("b1"), r.get("b2")
+    out = next(iter(problem.definition.outputs))
+    shape = widths(problem, r)
+    if shape is None:
+        raise ValueError(f"mlp wgmma: {problem.name} is not a bf16 block with widths in multiples of 64/32")
+    _, hidden, width = shape
+    cm = int(p["cluster"])
+    bn_up, bn_down = fit_tile(hidden, int(p["bn"]), cm), fit_tile(width, int(p["down_bn"]), cm)
+    stages_up, stages_down = int(p["stages"]), int(p["down_stages"])
+    inflight, pdl = int(p.get("inflight", 1)), "true" if p.get("pdl") else "false"
+    split = max(s for s in range(1, int(p["split"]) + 1) if (hidden // BK) % s == 0)
+    tiles = sorted({bn_up, bn_down})
+    calls = "".join(wgmma_call(bn) for bn in tiles)
+    dispatch = "".join(
+        f"template <> __device__ __forceinline__ void wgmma_k16<{bn}>(float* d, uint64_t da, uint64_t db) "
+        f"{{ wgmma_m64k16_{bn}(d, da, db); }}\n"
+        for bn in tiles)  # fmt: skip
+    kernels = (KERNEL.replace("WGMMA_CALLS", calls).replace("WGMMA_DISPATCH", dispatch)
+               .replace("ACT_EXPR", CUDA_ACTS[b.consts["act"]]))  # fmt: skip
+    down_epi = 1 if split > 1 else 2
+    body = f"""  const at::Tensor a = {x}.reshape({{-1, {x}.size(-1)}});
+  at::Tensor c = {out}.view({{-1, {out}.size(-1)}});
+  TORCH_CHECK(c.is_contiguous() && c.scalar_type() == at::kBFloat16, "mlp wgmma: {out} must be contiguous bfloat16");
+  if (a.size(0) == 0) return;
+  at::Tensor h = a.new_empty({{a.size(0), {w1}.size(0)}});
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream(a.get_device()).stream();
+  {"const at::Tensor bias1 = " + b1 + ";" if b1 else ""}
+  {"const at::Tensor bias2 = " + b2 + ";" if b2 else ""}
+  launch_gemm<{bn_up}, {stages_up}, {cm}, 0, {inflight}, {pdl}>(a, {w1}, {"&bias1" if b1 else "nullptr"}, h, 1, {"&c" if split > 1 else "nullptr"}, stream);
+  launch_gemm<{bn_down}, {stages_down}, {cm}, {down_epi}, {inflight}, {pdl}>(h, {w2}, {"&bias2" if b2 else "nullptr"}, c, {split}, nullptr, stream);"""
+    return cuda_module(problem, kernels, body)
+
+
+WGMMA_GRID = {"bn": (96, 128, 64), "stages": (6, 4), "down_bn": (96, 64, 128), "down_stages": (6, 4),
+              "cluster": (4, 2, 1), "split": (4, 1, 2, 8), "inflight": (1, 2), "pdl": (False, True)}  # fmt: skip
