@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from sol_bench.problem import Problem
 
-from .base import CUDA_CLUSTERS, Binding, cuda_module
+from .base import Binding, cuda_module
 from .elementwise import ACTS as ELEMENTWISE_ACTS
 
 CUDA_ACTS: dict[str, str] = {name: exprs[2] for name, exprs in ELEMENTWISE_ACTS.items()} | {"relu": "fmaxf(v, 0.f)"}
@@ -65,10 +65,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
       " @!done bra WAIT;\n}\n" ::"r"(smem_u32(bar)), "r"(parity) : "memory");
 }
 // Arrive on the barrier at the same offset in the cluster's CTA `rank` (this CTA's own when rank is its own).
+// CTA-scope release: what is released is shared memory the finished WGMMAs read, so no cluster-scope fence
+// (with .release.cluster, session 19's ncu showed membar stalls dominating: up 12.5 us, 37 us in clusters of 4).
 __device__ __forceinline__ void mbar_arrive_peer(uint64_t* bar, unsigned rank) {
   asm volatile(
       "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
-      " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_u32(bar)), "r"(rank)
+      " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_u32(bar)), "r"(rank)
       : "memory");
 }
 __device__ __forceinline__ void cluster_sync() {
@@ -281,6 +283,7 @@ static void launch_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tens
   const int smem = STAGES * (64 * 64 * 2 + BN * 64 * 2) + 2 * STAGES * 8 + 1024;
   auto* kernel = &mlpwg::gemm<BN, STAGES, CM, EPI, INFLIGHT, PDL>;
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  // not base's launch_clusters: this launch also sizes dynamic shared memory and may carry the PDL attribute
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(row_tiles, static_cast<unsigned>(N / BN), static_cast<unsigned>(split));
   cfg.blockDim = dim3(mlpwg::kThreads);
@@ -326,8 +329,10 @@ def widths(problem: Problem, roles: Mapping[str, str]) -> tuple[int, int, int] |
     return k, hidden, out
 
 
-# Not yet run on a GPU (session 19 had no device time left for it): bench/template_sweep.py reaches the renderer
-# through the family, but the agent does not plan it until it is measured correct and fast on the H200.
+# Measured on the H200 (session 19, bench/h200/wave22.sh): correct at every point tried and on B = 1, 7, 64,
+# but slower than the planned Triton kernels: 20.3-22 us in-process against 14.0 (up 8.6, down 8.7 us against
+# 7.0 and 5.8, plus a ~3 us gap while the host encodes the down launch's tensor maps). Reachable by
+# bench/template_sweep.py through the family; not planned until it beats the Triton file.
 PLANNED = False
 
 
