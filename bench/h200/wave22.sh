@@ -22,6 +22,8 @@
 #   Outcome: right direction, short: clusters of 4 73.8 -> 30.8 us, of 1 28.0 -> 20.9-22.0, of 2 31.9 -> 20.3
 #   (up 8.6, down 8.7 us; the rest a ~3 us gap before the down launch); 4 stages + pdl 21.1-24.4; B=64
 #   1751 -> 614 us. Still slower than the Triton atomic file (14.0); multicast still does not pay.
+# PARTs B (the planned cuda_cpp variants judged) and H (every row judged twice) were not run: nothing to judge
+#   while the kernel is slower than the planned Triton file.
 #
 # Device prefix (each call): the .whl/ wheels installed into /tmp/site, PYTHONPATH=/tmp/site:$PWD.
 MLP=data/problems/L2/mlp_gelu_exact_k768_i3072_n768_tok197_bf16
