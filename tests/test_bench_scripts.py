@@ -416,3 +416,60 @@ def test_buffers_ab_judges_named_candidates_in_each_mode(tmp_path):
 
     bad = _run("bench/buffers_ab.py", str(FIXTURE), "--candidate", "rmsnorm_small", "--device", "cpu")
     assert bad.returncode != 0 and "PROBLEM=NAME" in bad.stderr
+
+
+@pytest.mark.cuda_compile
+def test_template_sweep_prebuilds_cpp_points_into_the_staging_cache(tmp_path):
+    """``--build-jobs``: each C++ point is built once, up front, into the staging cache the timed loop loads
+    from; a point that cannot render is left for the loop to report, not raised."""
+    import shutil
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not on PATH")
+    sys.path.insert(0, str(REPO / "bench"))
+    import torch
+    from template_sweep import prebuild, renderer_for
+
+    from agents.offline.templates import build_solution
+    from sol_bench.problem import load_problem
+    from sol_bench.staging import solution_key
+
+    problem = load_problem(REPO / "data/problems/L2/mlp_gelu_exact_k768_i3072_n768_tok197_bf16")
+    fam, binding, renderer = renderer_for(problem, "mlp", "cuda_cpp")
+    good = {**renderer.variants()[0], "cluster": 1}
+    prebuild(problem, fam, binding, renderer, [good, {**good, "tokens": 100}], torch.device("cpu"), tmp_path, 2)
+    key = solution_key(build_solution(problem, fam.name, renderer, binding, good))
+    assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == [key]
+    assert (tmp_path / key / "build" / "build.log").is_file()
+    assert any((tmp_path / key / "build").glob("*.o")), sorted((tmp_path / key / "build").iterdir())
+
+
+def test_mlp_wgmma_timeline_reads_phases_from_the_probes():
+    """bench/mlp_wgmma_timeline.py: the probes compiled in and bound next to ``run``; a CTA's stamps (SM cycles,
+    converted by its own cycles per ns) read back as phases, and a CTA that never stamped is skipped."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import torch
+    from mlp_wgmma_timeline import CTAS, SLOTS, phases, traced_solution
+    from template_sweep import renderer_for
+
+    from agents.offline.templates import build_solution
+    from sol_bench.problem import load_problem
+
+    problem = load_problem(REPO / "data/problems/L2/mlp_gelu_exact_k768_i3072_n768_tok197_bf16")
+    fam, binding, renderer = renderer_for(problem, "mlp", "cuda_cpp")
+    sol = traced_solution(build_solution(problem, fam.name, renderer, binding, renderer.variants()[0]))
+    files = {f.path: f.content for f in sol.sources}
+    assert files["kernel.cu"].startswith("#define MLPWG_TRACE 1\n") and "cudaMemcpyFromSymbol" in files["kernel.cu"]
+    assert 'm.def("mlpwg_trace", &mlpwg_trace);' in files["binding.cpp"] and sol.name.endswith("_traced")
+    rows = torch.zeros(CTAS, SLOTS, dtype=torch.long)
+    # one CTA at 2 cycles per ns: entry 1000 cycles, barrier +200, 3 steps landing every 400, MMAs +100, ...
+    stamps = {0: 1000, 1: 1200, 2: 1210, 3: 1300, 4: 2200, 5: 2600, 6: 3000, 20: 3100, 21: 3300, 22: 3500, 23: 3600}
+    for slot, cycles in stamps.items():
+        rows[3, slot] = cycles
+    rows[3, 28], rows[3, 29] = 10_500, 10_500 + 1300  # 2600 cycles over 1300 ns
+    got = phases(rows, t0=10_000)
+    assert got["entry after first CTA"] == [500] and got["exit after first CTA"] == [1800]
+    assert got["entry -> cluster barrier"] == [100] and got["cluster barrier -> first stage landed"] == [500]
+    assert got["K step interval (mean)"] == [200] and got["K step interval (max)"] == [200]
+    assert got["last stage landed -> MMAs done"] == [50] and got["stores / reductions"] == [100]
+    assert got["CTA lifetime"] == [1300] and all(len(v) == 1 for v in got.values())
