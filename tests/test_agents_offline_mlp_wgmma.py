@@ -81,7 +81,7 @@ def test_column_tiles_and_slices_are_fitted_to_the_widths(tmp_path):
     assert [fit_tile(768, 96, 4), fit_tile(768, 128, 4), fit_tile(640, 96, 4), fit_tile(640, 128, 2)] == [96, 128, 64, 128]
     assert fit_tile(96, 256, 1) == 96 and fit_tile(160, 128, 4) == 32
     p = load_problem(_write_mlp(tmp_path, "odd", 128, 320, 160, "bfloat16"))  # 5 hidden K steps
-    src = _kernel(p, swap=False, bn=96, down_bn=96, cluster=4, split=4)
+    src = _kernel(p, swap=False, bn=96, down_bn=96, stages=6, down_stages=6, cluster=4, split=4, inflight=1)
     assert "launch_gemm<64, 6, 4, 0, 1, false>(a, w1, &bias1, h, 1, nullptr, stream);" in src  # one slice: no zeroing
     assert "launch_gemm<32, 6, 4, 2, 1, false>(h, w2, &bias2, c, 1, nullptr, stream);" in src
     assert "m64n64k16" in src and "m64n32k16" in src
@@ -93,9 +93,9 @@ def test_variants_launch_what_their_parameters_say():
     # up: the hidden width in 96-column tiles, zeroing the output that the 8 slices add into
     assert "launch_gemm<96, 4, 2, 0, 2, true>(a, w1, &bias1, h, 1, &c, stream);" in src
     assert "launch_gemm<128, 6, 2, 1, 2, true>(h, w2, &bias2, c, 8, nullptr, stream);" in src
-    assert "erff(v * 0.70710678118654752f)" in src  # exact GELU in the up epilogue
+    assert "erf_fast(v * 0.70710678118654752f)" in src  # exact (branch-free erf) GELU in the up epilogue
     assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n96k16\.f32\.bf16\.bf16 \{(%\d+, ){47}%47\}", src)
-    one = _kernel(p, swap=False, bn=96, down_bn=96, split=1)
+    one = _kernel(p, swap=False, bn=96, down_bn=96, stages=6, down_stages=6, split=1, inflight=1)
     assert re.search(r"launch_gemm<\d+, \d+, \d+, 2, 1, false>\(h, w2, &bias2, c, 1, nullptr, stream\);", one)
     b, r = _cuda(p)
     assert len({tuple(sorted(v.items())) for v in r.variants()}) == len(r.variants()) >= 4
@@ -118,18 +118,18 @@ def test_weight_stationary_launches_fit_boxes_stages_and_clusters(tmp_path):
     assert "launch_ws<200, 56, 6, 4, 1, 2, true>(map_w2, map_h, M, N, static_cast<int>(H / 64), 8, &bias2, c, nullptr, stream);" in src
     assert src.index("tile_map(h, M, H, 56") < src.index("launch_ws<104")  # every map before the first launch
     assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n200k16\.f32\.bf16\.bf16 \{(%\d+, ){99}%99\}", src)
-    assert "red.global.add.noftz.v4.bf16x2" in src and "erff(v * 0.70710678118654752f)" in src
+    assert "red.global.add.noftz.v4.bf16x2" in src and "erf_fast(v * 0.70710678118654752f)" in src
     # graph: one CUDA graph per call's addresses, recorded after a straight run, never over a copied x
     graphed = _kernel(p, swap=True, graph=True)
     assert "reinterpret_cast<long long>(c.data_ptr()), M, K, H, N" in graphed
     assert "const bool graphed = a.data_ptr() == x.data_ptr();\n  if (graphed && replay_graph(key, stream)) return;" in graphed
-    assert "if (graphed) run_and_record(std::move(key), h, stream, enqueue); else enqueue();" in graphed
+    assert "if (graphed) run_and_record(std::move(key), h, stream, enqueue); else enqueue(stream);" in graphed
     assert "replay_graph(key" not in _kernel(p, swap=True, graph=False)
-    one = _kernel(p, swap=True, split=1, cluster=1)
+    one = _kernel(p, swap=True, split=1, cluster=1, inflight=1)
     assert "launch_ws<200, 200, 6, 1, 2, 1, false>(map_w2, map_h, M, N, static_cast<int>(H / 64), 1, &bias2, c, nullptr, stream);" in one
     # 5 hidden tiles and 3 (2.5) output tiles: no cluster above 1 divides both; 3 K steps cap 8 slices
     odd = load_problem(_write_mlp(tmp_path, "odd", 128, 320, 160, "bfloat16"))
-    src = _kernel(odd, swap=True, tokens=64, down_tokens=64, cluster=4, split=8)
+    src = _kernel(odd, swap=True, tokens=64, down_tokens=64, stages=6, cluster=4, split=8, inflight=1)
     assert "launch_ws<64, 64, 6, 1, 0, 1, false>" in src and "static_cast<int>(H / 64), 5, &bias2" in src
     with pytest.raises(ValueError, match="multiples of 8 up to 256"):
         _kernel(p, swap=True, tokens=100)

@@ -18,11 +18,25 @@
 # PART T: the timeline (bench/mlp_wgmma_timeline.py, probes compiled in): per CTA, when it enters, when each
 #   K step's stage lands, MMA, staging, stores, exit, and the gap between the launches. Then the same kernels
 #   replayed as one CUDA graph per call (`graph`, as the Triton files are). Prediction: the graph closes most
-#   of the ~4.3 us outside the kernels: 19.4 -> ~16 us.
+#   of the ~4.3 us outside the kernels: 19.4 -> ~16 us. Also every K step of the up launch in flight at once
+#   (`stages` 12, cut to what fits: 10 at clusters of 1, 9 at 4) and 72-token up tiles (144 CTAs, 2 per SM).
+#   First try: the capture failed on the legacy default stream (not capturable); it now records on a stream
+#   of its own.
+#   Outcome: graph 19.15 -> 16.98 us at clusters of 1 (21.46 -> 17.90 at 4); stages 12 + inflight 2 16.29;
+#   72-token up tiles 16.61 (21.50 with 12 stages: two waves); Triton 14.00 in the same run. Timeline (up /
+#   down, ns per CTA, median): entry -> barrier 400 / 480; barrier -> first stage landed 2020 / 1500 (DRAM
+#   after the flush); K step interval 237 / 338 with 6 or 12 stages alike (the consumer, not the loads);
+#   staging the tile 2670 / 710 (the up epilogue's GELU: CUDA's erff branches); stores 660 / reductions
+#   1210; final cluster barrier 520 / 520; lifetime 9150 / 6560; the graph leaves ~0.35 us between launches.
+# PART C: a branch-free erf in the epilogue (Abramowitz-Stegun 7.1.26, error < 2e-6), no cluster barriers
+#   for clusters of 1, the planned grid led by clusters of 1, 12 stages, inflight 2, graphs. Prediction: up
+#   9.15 -> ~6.5 us per CTA, block 16.3 -> ~13-13.5 us. If the best point beats the Triton file in the same
+#   run, PART B judges the planned cuda_cpp candidates (PLANNED on in the working tree of the call).
 #
 # Device prefix (each call): the .whl/ wheels installed into /tmp/site, PYTHONPATH=/tmp/site:$PWD.
 source bench/h200/lib.sh
 case "${PART:-A}" in
+  B) ONLY=mlp/cuda_cpp CANDIDATES=8 PROBLEM_SECONDS=150 bench mlp 230 docs/bench/h200_tb_fastest_session14_a.jsonl $MLP ;;
   A) nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
      sweep ws 420 $MLP mlp cuda_cpp 0 '{"cluster": [4, 2, 1]}' '{"split": [4, 6, 12]}' '{"tokens": [128, 200]}' \
          '{"down_tokens": [104], "split": [4, 8]}' '{"inflight": [2], "pdl": [false, true]}' \
@@ -33,13 +47,24 @@ case "${PART:-A}" in
      KERNELS=0 sweep ws_b7 60 $MLP mlp cuda_cpp 2 '{"cluster": [4, 1]}'
      KERNELS=0 sweep ws_b64 60 $MLP mlp cuda_cpp 4 '{"cluster": [4, 1]}'
      PART=E bash "$0" ;;
-  T) for p in '{"cluster": 1}' '{"cluster": 4}' '{"cluster": 1, "inflight": 2, "pdl": true, "stages": 4, "down_stages": 4}'; do
+  T) for p in '{"cluster": 1}' '{"cluster": 1, "stages": 12}' '{"cluster": 4}'; do
        n=$(echo "$p" | tr -dc 'a-z0-9'); timeout 150 python3 bench/mlp_wgmma_timeline.py --params "$p" --runs 5 \
            -o "$OUT/timeline_$n.md" > "$OUT/timeline_$n.log" 2>&1; echo "timeline $p rc=$?"; cat "$OUT/timeline_$n.md"
      done
-     sweep graph 200 $MLP mlp cuda_cpp 0 '{"cluster": [1, 4], "graph": [true, false]}' \
-         '{"cluster": [1], "graph": [true], "inflight": [2], "pdl": [true], "stages": [4], "down_stages": [4]}' \
-         '{"cluster": [1], "graph": [true], "down_tokens": [104], "split": [4]}' ;;
+     sweep graph 240 $MLP mlp cuda_cpp 0 '{"cluster": [1, 4], "graph": [true, false]}' \
+         '{"cluster": [1], "stages": [12], "inflight": [1, 2]}' '{"cluster": [4], "stages": [12]}' \
+         '{"cluster": [1], "inflight": [2], "pdl": [true], "stages": [4], "down_stages": [4]}' \
+         '{"cluster": [1], "down_tokens": [104], "split": [4]}' '{"cluster": [1], "tokens": [72], "stages": [6, 12]}'
+     KERNELS=1 sweep tri2 60 $MLP mlp triton 0 ;;
+  C) KERNELS=0 sweep fast 200 $MLP mlp cuda_cpp 0 '{"pdl": [false, true]}' '{"inflight": [1]}' \
+         '{"down_tokens": [104], "split": [4]}' '{"tokens": [72], "stages": [6]}' '{"cluster": [4]}'
+     KERNELS=0 sweep tri3 60 $MLP mlp triton 0
+     timeout 120 python3 bench/mlp_wgmma_timeline.py --runs 5 -o "$OUT/timeline_fast.md" > "$OUT/timeline_fast.log" 2>&1
+     echo "timeline rc=$?"; cat "$OUT/timeline_fast.md"
+     best=$(python3 -c "import json; print(min(json.loads(l)['us'] or 1e9 for l in open('$OUT/sweep_fast.jsonl')))")
+     tri=$(python3 -c "import json; print(min(json.loads(l)['us'] or 1e9 for l in open('$OUT/sweep_tri3.jsonl')))")
+     echo "best cuda_cpp $best us, triton $tri us"
+     if python3 -c "import sys; sys.exit(0 if $best < $tri else 1)"; then PART=B bash "$0"; fi ;;
   E) S=smsp__average_warps_issue_stalled  # Nsight Compute on the first variant's two kernels
      M="gpu__time_duration.sum,sm__cycles_active.avg,gpc__cycles_elapsed.avg.per_second,dram__bytes_read.sum"
      M="$M,dram__bytes_write.sum,lts__t_bytes.sum,sm__warps_active.avg.per_cycle_active,launch__grid_size"
