@@ -114,8 +114,8 @@ def test_weight_stationary_launches_fit_boxes_stages_and_clusters(tmp_path):
     src = _kernel(p, swap=True, tokens=104, down_tokens=200, stages=6, down_stages=8, cluster=4, split=8, inflight=2,
                   pdl=True)  # fmt: skip
     # up: 48 weight tiles against 104-token tiles (4 x 32-row boxes); it zeroes the output the 8 slices add into
-    assert "launch_ws<104, 32, 6, 4, 0, 2, true>(map_w1, map_x, M, H, static_cast<int>(K / 64), 1, &bias1, h, &c, stream);" in src
-    assert "launch_ws<200, 56, 6, 4, 1, 2, true>(map_w2, map_h, M, N, static_cast<int>(H / 64), 8, &bias2, c, nullptr, stream);" in src
+    assert "launch_ws<104, 32, 6, 4, 0, 2, true, false>(map_w1, map_x, M, H, static_cast<int>(K / 64), 1, &bias1, h, &c, stream);" in src
+    assert "launch_ws<200, 56, 6, 4, 1, 2, true, false>(map_w2, map_h, M, N, static_cast<int>(H / 64), 8, &bias2, c, nullptr, stream);" in src
     assert src.index("tile_map(h, M, H, 56") < src.index("launch_ws<104")  # every map before the first launch
     assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n200k16\.f32\.bf16\.bf16 \{(%\d+, ){99}%99\}", src)
     assert "red.global.add.noftz.v4.bf16x2" in src and "erf_fast(v * 0.70710678118654752f)" in src
@@ -125,12 +125,15 @@ def test_weight_stationary_launches_fit_boxes_stages_and_clusters(tmp_path):
     assert "const bool graphed = a.data_ptr() == x.data_ptr();\n  if (graphed && replay_graph(key, stream)) return;" in graphed
     assert "if (graphed) run_and_record(std::move(key), h, stream, enqueue); else enqueue(stream);" in graphed
     assert "replay_graph(key" not in _kernel(p, swap=True, graph=False)
+    # act_late: the up launch applies the activation to its bf16 pre-activation rows as it stores them
+    late = _kernel(p, swap=True, act_late=True, inflight=1, stages=6, cluster=1)
+    assert "launch_ws<104, 104, 6, 1, 0, 1, false, true>(map_w1" in late and "launch_ws<200, 200, 6, 1, 1, 1, false, false>(map_w2" in late
     one = _kernel(p, swap=True, split=1, cluster=1, inflight=1)
-    assert "launch_ws<200, 200, 6, 1, 2, 1, false>(map_w2, map_h, M, N, static_cast<int>(H / 64), 1, &bias2, c, nullptr, stream);" in one
+    assert "launch_ws<200, 200, 6, 1, 2, 1, false, false>(map_w2, map_h, M, N, static_cast<int>(H / 64), 1, &bias2, c, nullptr, stream);" in one
     # 5 hidden tiles and 3 (2.5) output tiles: no cluster above 1 divides both; 3 K steps cap 8 slices
     odd = load_problem(_write_mlp(tmp_path, "odd", 128, 320, 160, "bfloat16"))
     src = _kernel(odd, swap=True, tokens=64, down_tokens=64, stages=6, cluster=4, split=8, inflight=1)
-    assert "launch_ws<64, 64, 6, 1, 0, 1, false>" in src and "static_cast<int>(H / 64), 5, &bias2" in src
+    assert "launch_ws<64, 64, 6, 1, 0, 1, false, false>" in src and "static_cast<int>(H / 64), 5, &bias2" in src
     with pytest.raises(ValueError, match="multiples of 8 up to 256"):
         _kernel(p, swap=True, tokens=100)
 

@@ -32,11 +32,24 @@
 #   for clusters of 1, the planned grid led by clusters of 1, 12 stages, inflight 2, graphs. Prediction: up
 #   9.15 -> ~6.5 us per CTA, block 16.3 -> ~13-13.5 us. If the best point beats the Triton file in the same
 #   run, PART B judges the planned cuda_cpp candidates (PLANNED on in the working tree of the call).
+#   Outcome: block 16.29 -> 15.20 us, pdl 14.59 (Triton 13.98 in the same run): not faster, B not run.
+#   Timeline: entry -> barrier 400 -> 116 ns, exit barrier 520 -> 70 ns (right); the up tile's staging stayed
+#   at 2.84 us (wrong: not the erf). The staging read the bias: after the flush a DRAM round trip (the down
+#   launch's median CTA, slice > 0, reads none and stages in 0.72 us; its slice-0 CTAs take 1.25).
+# PART C2: the bias read before the K loop. Prediction: up staging 2.84 -> ~0.6 us, block 15.2 -> ~13 us,
+#   pdl 14.6 -> ~12.5; then PART B (4 candidates) if faster than the Triton file.
+#   Outcome: wrong: block 15.55, pdl 14.94 (Triton 13.87); up staging 2.99 us, unchanged; the down launch's
+#   slice-0 CTAs stage in 0.71 us (was 1.25). The up tile's cost is its GELU on 4 warps (down stages 100
+#   elements per thread in 0.65 us; up stages 52 with GELU in ~3 us). B not run.
+# PART C3: `act_late`: stage bf16(x·W1ᵀ + b1) and apply the GELU in the store loop, 8 values per 16-byte
+#   row piece (as the reference rounds the pre-activation to bf16 before its GELU). Prediction: up staging
+#   ~0.5 us, the store loop ~1.2 us: block ~13.5 us, pdl ~13.
+#   Not run: the session's device time was spent (1800 s: five starts refused at 15-105 s each).
 #
 # Device prefix (each call): the .whl/ wheels installed into /tmp/site, PYTHONPATH=/tmp/site:$PWD.
 source bench/h200/lib.sh
 case "${PART:-A}" in
-  B) ONLY=mlp/cuda_cpp CANDIDATES=8 PROBLEM_SECONDS=150 bench mlp 230 docs/bench/h200_tb_fastest_session14_a.jsonl $MLP ;;
+  B) ONLY=mlp/cuda_cpp CANDIDATES=4 PROBLEM_SECONDS=100 bench mlp 150 docs/bench/h200_tb_fastest_session14_a.jsonl $MLP ;;
   A) nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
      sweep ws 420 $MLP mlp cuda_cpp 0 '{"cluster": [4, 2, 1]}' '{"split": [4, 6, 12]}' '{"tokens": [128, 200]}' \
          '{"down_tokens": [104], "split": [4, 8]}' '{"inflight": [2], "pdl": [false, true]}' \
@@ -56,15 +69,19 @@ case "${PART:-A}" in
          '{"cluster": [1], "inflight": [2], "pdl": [true], "stages": [4], "down_stages": [4]}' \
          '{"cluster": [1], "down_tokens": [104], "split": [4]}' '{"cluster": [1], "tokens": [72], "stages": [6, 12]}'
      KERNELS=1 sweep tri2 60 $MLP mlp triton 0 ;;
-  C) KERNELS=0 sweep fast 200 $MLP mlp cuda_cpp 0 '{"pdl": [false, true]}' '{"inflight": [1]}' \
+  C|C2) KERNELS=0 sweep fast 200 $MLP mlp cuda_cpp 0 '{"pdl": [false, true]}' '{"inflight": [1]}' \
          '{"down_tokens": [104], "split": [4]}' '{"tokens": [72], "stages": [6]}' '{"cluster": [4]}'
      KERNELS=0 sweep tri3 60 $MLP mlp triton 0
-     timeout 120 python3 bench/mlp_wgmma_timeline.py --runs 5 -o "$OUT/timeline_fast.md" > "$OUT/timeline_fast.log" 2>&1
+     timeout 90 python3 bench/mlp_wgmma_timeline.py --runs 3 -o "$OUT/timeline_fast.md" > "$OUT/timeline_fast.log" 2>&1
      echo "timeline rc=$?"; cat "$OUT/timeline_fast.md"
      best=$(python3 -c "import json; print(min(json.loads(l)['us'] or 1e9 for l in open('$OUT/sweep_fast.jsonl')))")
      tri=$(python3 -c "import json; print(min(json.loads(l)['us'] or 1e9 for l in open('$OUT/sweep_tri3.jsonl')))")
      echo "best cuda_cpp $best us, triton $tri us"
      if python3 -c "import sys; sys.exit(0 if $best < $tri else 1)"; then PART=B bash "$0"; fi ;;
+  C3) KERNELS=0 sweep late 120 $MLP mlp cuda_cpp 0 '{"act_late": [false, true], "pdl": [false, true]}'
+     KERNELS=0 sweep tri4 60 $MLP mlp triton 0
+     timeout 90 python3 bench/mlp_wgmma_timeline.py --runs 3 --params '{"act_late": true}' -o "$OUT/timeline_late.md" \
+         > "$OUT/timeline_late.log" 2>&1; echo "timeline rc=$?"; cat "$OUT/timeline_late.md" ;;
   E) S=smsp__average_warps_issue_stalled  # Nsight Compute on the first variant's two kernels
      M="gpu__time_duration.sum,sm__cycles_active.avg,gpc__cycles_elapsed.avg.per_second,dram__bytes_read.sum"
      M="$M,dram__bytes_write.sum,lts__t_bytes.sum,sm__warps_active.avg.per_cycle_active,launch__grid_size"

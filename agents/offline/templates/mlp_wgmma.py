@@ -162,6 +162,16 @@ __device__ __forceinline__ float erf_fast(float x) {
 }
 
 __device__ __forceinline__ float act(float v) { return ACT_EXPR; }
+// act on 8 bf16 values (one 16-byte row piece), rounded back to bf16
+__device__ __forceinline__ uint4 act_bf16x8(uint4 v) {
+  __nv_bfloat162* p = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float2 f = __bfloat1622float2(p[k]);
+    p[k] = __floats2bfloat162_rn(act(f.x), act(f.y));
+  }
+  return v;
+}
 
 constexpr int kBM = 64, kBK = 64, kThreads = 160;  // one consumer warpgroup + one producer warp
 
@@ -287,7 +297,7 @@ __global__ void __launch_bounds__(kThreads) gemm(const __grid_constant__ CUtenso
 // [z·steps/slices, (z+1)·steps/slices). EPI as gemm's; the tile goes out through shared memory as 16-byte rows
 // (stores, or bf16x2 vector reductions for EPI 1). W rows past N (a last partial tile, or the CTAs that round
 // the grid up to whole clusters) load as zeros and are not written.
-template <int T, int TBOX, int STAGES, int CM, int EPI, int INFLIGHT, bool PDL>
+template <int T, int TBOX, int STAGES, int CM, int EPI, int INFLIGHT, bool PDL, bool ACT_LATE>
 __global__ void __launch_bounds__(kThreads) gemm_ws(const __grid_constant__ CUtensorMap map_w,
                                                     const __grid_constant__ CUtensorMap map_a, int M, int N, int steps,
                                                     const __nv_bfloat16* __restrict__ bias, __nv_bfloat16* c, int ldc,
@@ -356,6 +366,12 @@ __global__ void __launch_bounds__(kThreads) gemm_ws(const __grid_constant__ CUte
       const long long per = (zero_vecs + ctas - 1) / ctas, end = min(zero_vecs, (id + 1) * per);
       for (long long v = id * per + tid; v < end; v += 128) zero[v] = make_uint4(0, 0, 0, 0);
     }
+    // the bias is read before the K loop: after the judge's L2 flush its load is a DRAM round trip (~2 us
+    // of the up epilogue when it was read there, session 20's timeline), which the loop now hides
+    const int warp = tid >> 5, lane = tid & 31, col = warp * 16 + (lane >> 2);
+    const bool add_bias = bias != nullptr && (EPI != 1 || blockIdx.z == 0);
+    const float b0 = add_bias && n0 + col < N ? __bfloat162float(bias[n0 + col]) : 0.f;
+    const float b8 = add_bias && n0 + col + 8 < N ? __bfloat162float(bias[n0 + col + 8]) : 0.f;
     float acc[T / 2];
 #pragma unroll
     for (int j = 0; j < T / 2; ++j) acc[j] = 0.f;
@@ -386,10 +402,6 @@ __global__ void __launch_bounds__(kThreads) gemm_ws(const __grid_constant__ CUte
     // accumulator layout: warp w, lane l holds W rows (output columns) 16w + l/4 (+8) and A rows (tokens)
     // 8j + 2(l%4) (+1); staged as [token][column] bf16 rows of OUT_LD
     __nv_bfloat16* out = reinterpret_cast<__nv_bfloat16*>(smem);
-    const int warp = tid >> 5, lane = tid & 31, col = warp * 16 + (lane >> 2);
-    const bool add_bias = bias != nullptr && (EPI != 1 || blockIdx.z == 0);
-    const float b0 = add_bias && n0 + col < N ? __bfloat162float(bias[n0 + col]) : 0.f;
-    const float b8 = add_bias && n0 + col + 8 < N ? __bfloat162float(bias[n0 + col + 8]) : 0.f;
 #pragma unroll
     for (int j = 0; j < T / 8; ++j)
 #pragma unroll
@@ -397,7 +409,7 @@ __global__ void __launch_bounds__(kThreads) gemm_ws(const __grid_constant__ CUte
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float v = acc[4 * j + 2 * h + e] + (h ? b8 : b0);
-          if (EPI == 0) v = act(v);
+          if (EPI == 0 && !ACT_LATE) v = act(v);
           out[(8 * j + 2 * (lane & 3) + e) * OUT_LD + col + 8 * h] = __float2bfloat16_rn(v);
         }
     asm volatile("bar.sync 1, 128;" ::: "memory");
@@ -407,7 +419,10 @@ __global__ void __launch_bounds__(kThreads) gemm_ws(const __grid_constant__ CUte
       const int t = v >> 3, q = v & 7;
       if (t0 + t >= M) break;
       if (n0 + q * 8 >= N) continue;
-      const uint4 val = *reinterpret_cast<const uint4*>(out + t * OUT_LD + q * 8);
+      uint4 val = *reinterpret_cast<const uint4*>(out + t * OUT_LD + q * 8);
+      // ACT_LATE: the activation on the bf16-rounded pre-activation, 8 at a time, as the reference rounds
+      // x·W1ᵀ + b1 to bf16 before its GELU (staged fp32 -> act was 2.8-3.0 us of the up tile, session 20)
+      if (EPI == 0 && ACT_LATE) val = act_bf16x8(val);
       __nv_bfloat16* p = c + static_cast<long long>(t0 + t) * ldc + n0 + q * 8;
       if (EPI == 1)
         asm volatile("red.global.add.noftz.v4.bf16x2 [%0], {%1, %2, %3, %4};"
@@ -496,7 +511,7 @@ static void launch_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tens
 
 // A launch of gemm_ws on maps encoded before the block's first launch (encoding and the one-time attribute
 // stay off the path between the two launches).
-template <int T, int TBOX, int STAGES, int CM, int EPI, int INFLIGHT, bool PDL>
+template <int T, int TBOX, int STAGES, int CM, int EPI, int INFLIGHT, bool PDL, bool ACT_LATE>
 static void launch_ws(const CUtensorMap& map_w, const CUtensorMap& map_a, long long M, long long N, int steps,
                       int split, const at::Tensor* bias, at::Tensor& c, at::Tensor* zero, cudaStream_t stream) {
   TORCH_CHECK(bias == nullptr || (bias->scalar_type() == at::kBFloat16 && bias->is_contiguous() && bias->numel() == N),
@@ -508,7 +523,7 @@ static void launch_ws(const CUtensorMap& map_w, const CUtensorMap& map_a, long l
   TORCH_CHECK(c.size(1) % 8 == 0 && reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0,
               "mlp wgmma: output rows must be 16-byte aligned");
   constexpr int smem = STAGES * (64 * 64 * 2 + TBOX * CM * 128) + 2 * STAGES * 8 + 1024;
-  auto* kernel = &mlpwg::gemm_ws<T, TBOX, STAGES, CM, EPI, INFLIGHT, PDL>;
+  auto* kernel = &mlpwg::gemm_ws<T, TBOX, STAGES, CM, EPI, INFLIGHT, PDL, ACT_LATE>;
   static std::atomic<unsigned long long> sized_on{0};  // devices whose attribute is set, one bit each
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
@@ -621,9 +636,11 @@ def widths(problem: Problem, roles: Mapping[str, str]) -> tuple[int, int, int] |
     return k, hidden, out
 
 
-# Measured on the H200 (session 19, bench/h200/wave22.sh): correct at every point tried and on B = 1, 7, 64,
-# but slower than the planned Triton kernels: 20.3-22 us in-process against 14.0 (up 8.6, down 8.7 us against
-# 7.0 and 5.8, plus a ~3 us gap while the host encodes the down launch's tensor maps). Reachable by
+# Measured on the H200 (bench/h200/wave22.sh, wave23.sh): correct at every point tried and on B = 1, 7, 64, but
+# slower than the planned Triton file. Token-major (session 19): 20.3-22 us in-process against 14.0. Weight-
+# stationary (session 20): 19.4 us, 16.3 with a graph per call, 15.2-15.6 with the CTA-only barriers, and
+# 14.6-14.9 with pdl, against 13.9-14.0 in the same runs. Its timeline puts ~3 us of the up tile in the
+# GELU epilogue on 4 warps (`act_late`, the next lever, is not measured yet). Reachable by
 # bench/template_sweep.py through the family; not planned until it beats the Triton file.
 PLANNED = False
 
@@ -696,8 +713,9 @@ def render_cuda_ws(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict[s
            # a graph reads the addresses it was recorded with: not when x's rows are a copy made for this call
            f"  const bool graphed = a.data_ptr() == {x}.data_ptr();\n  if (graphed && replay_graph(key, stream)) return;"
            if graph else "")  # fmt: skip
-    up_args = f"{t_up}, {token_box(t_up, cm)}, {s_up}, {cm}, 0, {inflight}, {pdl}"
-    down_args = f"{t_down}, {token_box(t_down, cm)}, {s_down}, {cm}, {down_epi}, {inflight}, {pdl}"
+    late = "true" if p.get("act_late") else "false"
+    up_args = f"{t_up}, {token_box(t_up, cm)}, {s_up}, {cm}, 0, {inflight}, {pdl}, {late}"
+    down_args = f"{t_down}, {token_box(t_down, cm)}, {s_down}, {cm}, {down_epi}, {inflight}, {pdl}, false"
     body = f"""  const at::Tensor a = {x}.reshape({{-1, {x}.size(-1)}});
   at::Tensor c = {out}.view({{-1, {out}.size(-1)}});
   TORCH_CHECK(c.is_contiguous() && c.scalar_type() == at::kBFloat16, "mlp wgmma: {out} must be contiguous bfloat16");
