@@ -1,4 +1,4 @@
-"""Where a CUDA MLP call's time goes, CTA by CTA: the weight-stationary kernels (mlp_wgmma.py, ``swap``) built
+"""Where a CUDA MLP call's time goes, CTA by CTA: the weight-stationary kernels (mlp_wgmma.py) built
 with their timeline probes (``MLPWG_TRACE``) and run after the judge's L2 flush.
 
 Each CTA stamps its SM clock at entry, after the cluster barrier, when the producer starts and ends issuing
@@ -112,7 +112,7 @@ def phases(rows: torch.Tensor, t0: int) -> dict[str, list[float]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("problem", type=Path, nargs="?", default=MLP)
-    ap.add_argument("--params", type=json.loads, default={}, help="laid over the weight-stationary first variant")
+    ap.add_argument("--params", type=json.loads, default={}, help="laid over the renderer's first variant")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--staging-root", type=Path, default=REPO / "kernels_tmp")
     ap.add_argument("-o", "--out", type=Path)
@@ -123,7 +123,7 @@ def main() -> int:
     problem = load_problem(a.problem)
     problem = problem.select(problem.smallest_workloads(1))
     fam, binding, renderer = renderer_for(problem, "mlp", "cuda_cpp")
-    params = {**next(v for v in renderer.variants() if v.get("swap")), **a.params, "swap": True}
+    params = {**renderer.variants()[0], **a.params}
     module = load_module(traced_solution(build_solution(problem, fam.name, renderer, binding, params)), "cuda",
                          a.staging_root)  # fmt: skip
     _, inputs = workload_inputs(problem, device)

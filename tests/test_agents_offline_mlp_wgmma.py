@@ -1,7 +1,7 @@
-"""The MLP block's CUDA C++ kernels (mlp_wgmma.py): which blocks they take (bf16, widths in whole K steps and
-column tiles), how the tiles, token boxes, stages and slices are fitted, what each variant of the two kernel
-shapes (token-major ``gemm``, weight-stationary ``gemm_ws``) launches, and that nvcc builds them for sm_90a into
-WGMMA and TMA instructions (not run: no GPU here; measured on the H200, see docs/BENCHMARKS.md)."""
+"""The MLP block's CUDA C++ kernels (mlp_wgmma.py): which blocks they take (bf16, K and hidden widths in whole
+K steps), how the token boxes, stages, clusters and slices are fitted, what each variant launches, and that nvcc
+builds them for sm_90a into WGMMA and TMA instructions (not run: no GPU here; measured on the H200, see
+docs/BENCHMARKS.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from agents.offline.agent import plan
 from agents.offline.graph import trace_ops
 from agents.offline.templates import build_solution, mlp
-from agents.offline.templates.mlp_wgmma import SMEM_LIMIT, fit_tile, token_box, ws_stages
+from agents.offline.templates.mlp_wgmma import SMEM_LIMIT, token_box, ws_stages
 from sol_bench.problem import load_problem
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,31 +76,6 @@ def test_only_bf16_blocks_in_whole_k_steps_are_taken(tmp_path, monkeypatch):
         assert not any(g.startswith("mlp/cuda_cpp") for g in groups) and any(g.startswith("mlp/triton") for g in groups)
 
 
-def test_column_tiles_and_slices_are_fitted_to_the_widths(tmp_path):
-    """A tile divides its width in whole 8-row atoms per CTA of the cluster; the slices divide the K steps."""
-    assert [fit_tile(768, 96, 4), fit_tile(768, 128, 4), fit_tile(640, 96, 4), fit_tile(640, 128, 2)] == [96, 128, 64, 128]
-    assert fit_tile(96, 256, 1) == 96 and fit_tile(160, 128, 4) == 32
-    p = load_problem(_write_mlp(tmp_path, "odd", 128, 320, 160, "bfloat16"))  # 5 hidden K steps
-    src = _kernel(p, swap=False, bn=96, down_bn=96, stages=6, down_stages=6, cluster=4, split=4, inflight=1)
-    assert "launch_gemm<64, 6, 4, 0, 1, false>(a, w1, &bias1, h, 1, nullptr, stream);" in src  # one slice: no zeroing
-    assert "launch_gemm<32, 6, 4, 2, 1, false>(h, w2, &bias2, c, 1, nullptr, stream);" in src
-    assert "m64n64k16" in src and "m64n32k16" in src
-
-
-def test_variants_launch_what_their_parameters_say():
-    p = load_problem(VIT_MLP)
-    src = _kernel(p, swap=False, bn=96, down_bn=128, stages=4, down_stages=6, cluster=2, split=8, inflight=2, pdl=True)
-    # up: the hidden width in 96-column tiles, zeroing the output that the 8 slices add into
-    assert "launch_gemm<96, 4, 2, 0, 2, true>(a, w1, &bias1, h, 1, &c, stream);" in src
-    assert "launch_gemm<128, 6, 2, 1, 2, true>(h, w2, &bias2, c, 8, nullptr, stream);" in src
-    assert "erf_fast(v * 0.70710678118654752f)" in src  # exact (branch-free erf) GELU in the up epilogue
-    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n96k16\.f32\.bf16\.bf16 \{(%\d+, ){47}%47\}", src)
-    one = _kernel(p, swap=False, bn=96, down_bn=96, stages=6, down_stages=6, split=1, inflight=1)
-    assert re.search(r"launch_gemm<\d+, \d+, \d+, 2, 1, false>\(h, w2, &bias2, c, 1, nullptr, stream\);", one)
-    b, r = _cuda(p)
-    assert len({tuple(sorted(v.items())) for v in r.variants()}) == len(r.variants()) >= 4
-
-
 def test_weight_stationary_launches_fit_boxes_stages_and_clusters(tmp_path):
     """Each cluster CTA multicasts whole 8-row atoms of the token tile; stages are cut to an SM's shared memory;
     the cluster is the largest that divides both launches' weight tiles; slices never exceed the K steps."""
@@ -111,7 +86,7 @@ def test_weight_stationary_launches_fit_boxes_stages_and_clusters(tmp_path):
         size = lambda k: k * (64 * 64 * 2 + token_box(t, cm) * cm * 128 + 16) + 1024  # noqa: E731
         assert size(n) <= SMEM_LIMIT < size(n + 1)
     p = load_problem(VIT_MLP)
-    src = _kernel(p, swap=True, tokens=104, down_tokens=200, stages=6, down_stages=8, cluster=4, split=8, inflight=2,
+    src = _kernel(p, tokens=104, down_tokens=200, stages=6, down_stages=8, cluster=4, split=8, inflight=2,
                   pdl=True)  # fmt: skip
     # up: 48 weight tiles against 104-token tiles (4 x 32-row boxes); it zeroes the output the 8 slices add into
     assert "launch_ws<104, 32, 6, 4, 0, 2, true, false>(map_w1, map_x, M, H, static_cast<int>(K / 64), 1, &bias1, h, &c, stream);" in src
@@ -120,22 +95,24 @@ def test_weight_stationary_launches_fit_boxes_stages_and_clusters(tmp_path):
     assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n200k16\.f32\.bf16\.bf16 \{(%\d+, ){99}%99\}", src)
     assert "red.global.add.noftz.v4.bf16x2" in src and "erf_fast(v * 0.70710678118654752f)" in src
     # graph: one CUDA graph per call's addresses, recorded after a straight run, never over a copied x
-    graphed = _kernel(p, swap=True, graph=True)
+    graphed = _kernel(p, graph=True)
     assert "reinterpret_cast<long long>(c.data_ptr()), M, K, H, N" in graphed
     assert "const bool graphed = a.data_ptr() == x.data_ptr();\n  if (graphed && replay_graph(key, stream)) return;" in graphed
     assert "if (graphed) run_and_record(std::move(key), h, stream, enqueue); else enqueue(stream);" in graphed
-    assert "replay_graph(key" not in _kernel(p, swap=True, graph=False)
+    assert "replay_graph(key" not in _kernel(p, graph=False)
     # act_late: the up launch applies the activation to its bf16 pre-activation rows as it stores them
-    late = _kernel(p, swap=True, act_late=True, inflight=1, stages=6, cluster=1)
+    late = _kernel(p, act_late=True, inflight=1, stages=6, cluster=1)
     assert "launch_ws<104, 104, 6, 1, 0, 1, false, true>(map_w1" in late and "launch_ws<200, 200, 6, 1, 1, 1, false, false>(map_w2" in late
-    one = _kernel(p, swap=True, split=1, cluster=1, inflight=1)
+    one = _kernel(p, split=1, cluster=1, inflight=1)
     assert "launch_ws<200, 200, 6, 1, 2, 1, false, false>(map_w2, map_h, M, N, static_cast<int>(H / 64), 1, &bias2, c, nullptr, stream);" in one
     # 5 hidden tiles and 3 (2.5) output tiles: no cluster above 1 divides both; 3 K steps cap 8 slices
     odd = load_problem(_write_mlp(tmp_path, "odd", 128, 320, 160, "bfloat16"))
-    src = _kernel(odd, swap=True, tokens=64, down_tokens=64, stages=6, cluster=4, split=8, inflight=1)
+    src = _kernel(odd, tokens=64, down_tokens=64, stages=6, cluster=4, split=8, inflight=1)
     assert "launch_ws<64, 64, 6, 1, 0, 1, false, false>" in src and "static_cast<int>(H / 64), 5, &bias2" in src
+    b, r = _cuda(p)
+    assert len({tuple(sorted(v.items())) for v in r.variants()}) == len(r.variants()) >= 4
     with pytest.raises(ValueError, match="multiples of 8 up to 256"):
-        _kernel(p, swap=True, tokens=100)
+        _kernel(p, tokens=100)
 
 
 @pytest.mark.cuda_compile
@@ -148,18 +125,14 @@ def test_kernels_compile_to_wgmma_and_tma_for_sm90a(tmp_path):
 
     p = load_problem(VIT_MLP)
     b, r = _cuda(p)
-    assert r.variants()[0]["swap"], "the weight-stationary kernels come first"
-    token_major = {**r.variants()[0], "swap": False, "bn": 96, "down_bn": 96}
-    for params, mmas in ((r.variants()[0], ("64x104x16", "64x200x16")), (token_major, ("64x96x16",))):
-        objs = compile_objects(build_solution(p, "mlp", r, b, params), tmp_path / f"build_{params['swap']}")
-        kernel, binding = run_symbols(objs["kernel.cu"]), run_symbols(objs["binding.cpp"])
-        assert len(kernel["T"]) == 1 and not kernel["U"] and binding["U"] == kernel["T"], (binding, kernel)
-        if shutil.which("cuobjdump") is None:
-            continue
+    objs = compile_objects(build_solution(p, "mlp", r, b, r.variants()[0]), tmp_path / "build")
+    kernel, binding = run_symbols(objs["kernel.cu"]), run_symbols(objs["binding.cpp"])
+    assert len(kernel["T"]) == 1 and not kernel["U"] and binding["U"] == kernel["T"], (binding, kernel)
+    if shutil.which("cuobjdump") is not None:
         sass = subprocess.run(["cuobjdump", "-sass", str(objs["kernel.cu"])], capture_output=True, text=True,
                               check=True).stdout  # fmt: skip
         assert sass.count("Function : ") == 2, "one up and one down kernel"
-        assert all(f"HGMMA.{m}.F32.BF16" in sass for m in mmas) and "UTMALDG.2D" in sass
+        assert "HGMMA.64x104x16.F32.BF16" in sass and "HGMMA.64x200x16.F32.BF16" in sass and "UTMALDG.2D" in sass
         assert "STL" not in sass and "LDL" not in sass
-    if shutil.which("cuobjdump") is None:
+    else:
         pytest.skip("cuobjdump not on PATH: symbols checked, SASS not")

@@ -24,6 +24,8 @@
 #   1751 -> 614 us. Still slower than the Triton atomic file (14.0); multicast still does not pay.
 # PARTs B (the planned cuda_cpp variants judged) and H (every row judged twice) were not run: nothing to judge
 #   while the kernel is slower than the planned Triton file.
+# Session 20 removed this token-major kernel (the weight-stationary one was faster at every point, wave23.sh):
+#   these grids no longer render.
 #
 # Device prefix (each call): the .whl/ wheels installed into /tmp/site, PYTHONPATH=/tmp/site:$PWD.
 MLP=data/problems/L2/mlp_gelu_exact_k768_i3072_n768_tok197_bf16

@@ -46,6 +46,9 @@
 #   ~0.5 us, the store loop ~1.2 us: block ~13.5 us, pdl ~13.
 #   Not run: the session's device time was spent (1800 s: five starts refused at 15-105 s each).
 #
+# After PART C2 the token-major kernel (and the `swap` key that chose between the two) was removed: PART A's
+# `swap` grids and wave22's grids no longer render; every other PART runs as written.
+#
 # Device prefix (each call): the .whl/ wheels installed into /tmp/site, PYTHONPATH=/tmp/site:$PWD.
 source bench/h200/lib.sh
 case "${PART:-A}" in

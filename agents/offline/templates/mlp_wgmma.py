@@ -1,18 +1,19 @@
-"""The MLP block in CUDA C++ for Hopper (sm_90a): two launches of one warp-specialized WGMMA GEMM whose loads go
-through TMA, the weight tile of each K step multicast to a cluster of CTAs that share it.
+"""The MLP block in CUDA C++ for Hopper (sm_90a): two launches of one warp-specialized, weight-stationary WGMMA
+GEMM whose loads go through TMA, optionally replayed as one CUDA graph per call.
 
-Each CTA owns a 64-row tile of the output (one consumer warpgroup issuing ``wgmma.mma_async`` m64nBNk16 from
-128-byte-swizzled shared memory) and a producer warp whose one thread issues the TMA loads of a ``stages``-deep
-ring. The ``cluster`` CTAs along M (consecutive row tiles, one column tile) need the same weight tile: each
-loads 1/cluster of its rows and multicasts them to all, so the weights cross from L2 once per cluster instead
-of once per row tile; a stage is refilled only when every CTA of the cluster has released it (each consumer
-warp arrives on the stage's ``empty`` barrier in every peer CTA).
+A CTA holds 64 weight rows on wgmma's M side (one consumer warpgroup issuing ``wgmma.mma_async`` m64nTk16 from
+128-byte-swizzled shared memory) against a tile of T tokens on its N side, fed by a producer warp whose one
+thread issues the TMA loads of a ``stages``-deep ring. At a few hundred tokens each weight byte then leaves L2
+once per token tile. The ``cluster`` CTAs of consecutive weight tiles need the same token tile: each loads a
+share of its rows and multicasts them, and a stage is refilled only when every CTA of the cluster has released
+it (each consumer warp arrives on the stage's ``empty`` barrier in every peer CTA).
 
 Up launch: h = act(x·W1ᵀ + b1), rounded once to the input dtype. Down launch: the hidden width split in
 ``split`` slices (grid z); with one slice the CTA stores out = h·W2ᵀ + b2, with more each slice adds its bf16
-partial into the output by ``atomicAdd`` (slice 0 adds b2), the output zeroed by the up launch.
-Needs bf16 operands, contiguous rows 16-byte aligned, K and the hidden width multiples of 64 and the widths
-multiples of the column tiles; ``run`` checks and says which.
+partial into the output by vector reductions (slice 0 adds b2), the output zeroed by the up launch. Each tile
+goes out through shared memory as 16-byte rows. Needs bf16 operands, contiguous rows 16-byte aligned, K and the
+hidden width multiples of 64; ``run`` checks and says which. (Session 19's token-major kernel, 64-token tiles
+against the weights on wgmma's N side, was slower at every point measured against this one and is gone.)
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from .base import Binding, cuda_module
 from .elementwise import ACTS as ELEMENTWISE_ACTS
 
 CUDA_ACTS: dict[str, str] = {name: exprs[2] for name, exprs in ELEMENTWISE_ACTS.items()} | {"relu": "fmaxf(v, 0.f)"}
-BM = 64  # rows of a CTA's tile: one warpgroup's m64 WGMMA
 BK = 64  # one K step: 64 bf16 = the 128-byte swizzle span
 
 
@@ -173,129 +173,16 @@ __device__ __forceinline__ uint4 act_bf16x8(uint4 v) {
   return v;
 }
 
-constexpr int kBM = 64, kBK = 64, kThreads = 160;  // one consumer warpgroup + one producer warp
-
-// EPI 0: C = act(A·Bᵀ + bias) (also zeroes `zero` when given); 1: C += A·Bᵀ (+ bias on slice 0) by atomics;
-// 2: C = A·Bᵀ + bias. A [M, K] and B [N, K] through the maps; grid (row tiles, N / BN, slices).
-// PDL: the up launch lets the down one be scheduled at once; the down launch, started early, loads its first
-// stages of B (the weight, which the up launch does not write) before it waits for the up launch to finish.
-template <int BN, int STAGES, int CM, int EPI, int INFLIGHT, bool PDL>
-__global__ void __launch_bounds__(kThreads) gemm(const __grid_constant__ CUtensorMap map_a,
-                                                 const __grid_constant__ CUtensorMap map_b, int M, int k_steps,
-                                                 const __nv_bfloat16* __restrict__ bias, __nv_bfloat16* c, int ldc,
-                                                 uint4* zero, long long zero_vecs) {
-  constexpr int A_BYTES = kBM * kBK * 2, B_BYTES = BN * kBK * 2, STAGE = A_BYTES + B_BYTES, SLICE = BN / CM;
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE);
-  uint64_t* empty = full + STAGES;
-  const int tid = threadIdx.x;
-  const unsigned rank = cluster_rank();
-  const int m0 = blockIdx.x * kBM, n0 = blockIdx.y * BN, k0 = blockIdx.z * k_steps * kBK;
-  if (PDL && EPI == 0) griddep_launch_dependents();
-  if (tid == 128) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 4 * CM);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  cluster_sync();
-
-  if (tid >= 128) {  // producer warp: one thread issues every load
-    if (tid == 128) {
-      // the weight's slice of a stage: this CTA's share, multicast to the cluster
-      auto load_b = [&](int stage, int kc) {
-        unsigned char* b = smem + stage * STAGE + A_BYTES;
-        if (CM == 1)
-          tma_load(b, &map_b, &full[stage], kc, n0);
-        else
-          tma_load_multicast(b + rank * SLICE * 128, &map_b, &full[stage], kc, n0 + rank * SLICE,
-                             static_cast<uint16_t>((1u << CM) - 1));
-      };
-      const int early = PDL && EPI != 0 ? min(STAGES, k_steps) : 0;  // stages whose B goes before the wait
-      for (int e = 0; e < early; ++e) {
-        mbar_expect_tx(&full[e], STAGE);
-        load_b(e, k0 + e * kBK);
-      }
-      if (PDL && EPI != 0) griddep_wait();
-      for (int e = 0; e < early; ++e) tma_load(smem + e * STAGE, &map_a, &full[e], k0 + e * kBK, m0);
-      for (int i = early; i < k_steps; ++i) {
-        const int s = i % STAGES;
-        if (i >= STAGES) mbar_wait(&empty[s], ((i / STAGES) - 1) & 1);
-        mbar_expect_tx(&full[s], STAGE);
-        tma_load(smem + s * STAGE, &map_a, &full[s], k0 + i * kBK, m0);
-        load_b(s, k0 + i * kBK);
-      }
-    }
-    __syncwarp();
-  } else {
-    if (EPI == 0 && zero != nullptr) {  // the down launch's atomics add into a zeroed output
-      const long long ctas = static_cast<long long>(gridDim.x) * gridDim.y * gridDim.z;
-      const long long id = blockIdx.x + static_cast<long long>(gridDim.x) * (blockIdx.y + gridDim.y * blockIdx.z);
-      const long long per = (zero_vecs + ctas - 1) / ctas, end = min(zero_vecs, (id + 1) * per);
-      for (long long v = id * per + tid; v < end; v += 128) zero[v] = make_uint4(0, 0, 0, 0);
-    }
-    float acc[BN / 2];
-#pragma unroll
-    for (int j = 0; j < BN / 2; ++j) acc[j] = 0.f;
-    for (int i = 0; i < k_steps; ++i) {
-      const int s = i % STAGES;
-      mbar_wait(&full[s], (i / STAGES) & 1);
-      const unsigned char* a = smem + s * STAGE;
-      const uint64_t da = smem_desc(a), db = smem_desc(a + A_BYTES);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) wgmma_k16<BN>(acc, da + 2 * kk, db + 2 * kk);  // +32 bytes per k16
-      wgmma_commit();
-      // INFLIGHT 2: this step's MMAs stay in flight while the previous step's stage is released
-      const int done = INFLIGHT == 2 ? i - 1 : i;
-      if (INFLIGHT == 2)
-        wgmma_wait<1>();
-      else
-        wgmma_wait<0>();
-      if (done >= 0 && (tid & 31) == 0)
-        for (int r = 0; r < CM; ++r) mbar_arrive_peer(&empty[done % STAGES], r);
-    }
-    wgmma_wait<0>();
-#pragma unroll
-    for (int j = 0; j < BN / 2; ++j) keep(acc[j]);
-    if (PDL) griddep_wait();  // the up launch's zeroed output is visible before any atomic adds into it
-    // accumulator layout of m64nBN: warp w, lane l holds rows 16w + l/4 (+8), columns 8j + 2(l%4) (+1)
-    const int warp = tid >> 5, lane = tid & 31;
-    const int row0 = m0 + warp * 16 + (lane >> 2);
-    const bool add_bias = bias != nullptr && (EPI != 1 || blockIdx.z == 0);
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = n0 + j * 8 + 2 * (lane & 3);
-      const float bx = add_bias ? __bfloat162float(bias[col]) : 0.f;
-      const float by = add_bias ? __bfloat162float(bias[col + 1]) : 0.f;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 8 * h;
-        if (row >= M) continue;
-        float vx = acc[j * 4 + 2 * h] + bx, vy = acc[j * 4 + 2 * h + 1] + by;
-        if (EPI == 0) {
-          vx = act(vx);
-          vy = act(vy);
-        }
-        __nv_bfloat162* p = reinterpret_cast<__nv_bfloat162*>(c + static_cast<long long>(row) * ldc + col);
-        if (EPI == 1)
-          atomicAdd(p, __floats2bfloat162_rn(vx, vy));
-        else
-          *p = __floats2bfloat162_rn(vx, vy);
-      }
-    }
-  }
-  cluster_sync();  // no CTA leaves while a peer may still write into its shared memory or barriers
-}
+constexpr int kBK = 64, kThreads = 160;  // one consumer warpgroup + one producer warp
 
 // Weight-stationary: C[M, N] (+)= A[M, K]·W[N, K]ᵀ computed as Cᵀ tiles. A CTA holds 64 rows of W on wgmma's M
 // side (no other CTA of its token tile reads them) against T rows of A on its N side. The CM CTAs of a cluster
 // (consecutive W tiles) need the same A tile: each loads TBOX of its rows and multicasts them, so A crosses
 // from L2 once per cluster. Grid (N / 64, ceil(M / T), slices); slice z takes the K steps
-// [z·steps/slices, (z+1)·steps/slices). EPI as gemm's; the tile goes out through shared memory as 16-byte rows
-// (stores, or bf16x2 vector reductions for EPI 1). W rows past N (a last partial tile, or the CTAs that round
+// [z·steps/slices, (z+1)·steps/slices). EPI 0: C = act(A·Wᵀ + bias), zeroing `zero` when given; 1: C += A·Wᵀ
+// (+ bias on slice 0); 2: C = A·Wᵀ + bias. The tile goes out through shared memory as 16-byte rows (stores, or
+// bf16x2 vector reductions for EPI 1). PDL: the up launch lets the down one be scheduled at once; the down
+// launch, started early, loads its first stages of W (which the up launch does not write) before it waits. W rows past N (a last partial tile, or the CTAs that round
 // the grid up to whole clusters) load as zeros and are not written.
 template <int T, int TBOX, int STAGES, int CM, int EPI, int INFLIGHT, bool PDL, bool ACT_LATE>
 __global__ void __launch_bounds__(kThreads) gemm_ws(const __grid_constant__ CUtensorMap map_w,
@@ -471,44 +358,6 @@ static CUtensorMap tile_map(const at::Tensor& t, long long rows, long long cols,
   return map;
 }
 
-template <int BN, int STAGES, int CM, int EPI, int INFLIGHT, bool PDL>
-static void launch_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor* bias, at::Tensor& c, int split,
-                        at::Tensor* zero, cudaStream_t stream) {
-  const long long M = a.size(0), K = a.size(1), N = b.size(0);
-  TORCH_CHECK(bias == nullptr || (bias->scalar_type() == at::kBFloat16 && bias->is_contiguous() && bias->numel() == N),
-              "mlp wgmma: a bias must be a contiguous bfloat16 vector of ", N);
-  TORCH_CHECK(zero == nullptr || (zero->numel() % 8 == 0 && reinterpret_cast<uintptr_t>(zero->data_ptr()) % 16 == 0),
-              "mlp wgmma: the output must be 16-byte aligned and a multiple of 8 elements to be zeroed");
-  TORCH_CHECK(N % BN == 0, "mlp wgmma: width ", N, " is not a multiple of the column tile ", BN);
-  TORCH_CHECK(K % (64 * split) == 0, "mlp wgmma: K ", K, " is not a multiple of 64 x ", split, " slices");
-  const CUtensorMap map_a = tile_map(a, M, K, 64, "the GEMM's rows"), map_b = tile_map(b, N, K, BN / CM, "the weight");
-  const unsigned row_tiles = static_cast<unsigned>((M + 63) / 64 + CM - 1) / CM * CM;
-  const int smem = STAGES * (64 * 64 * 2 + BN * 64 * 2) + 2 * STAGES * 8 + 1024;
-  auto* kernel = &mlpwg::gemm<BN, STAGES, CM, EPI, INFLIGHT, PDL>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  // not base's launch_clusters: this launch also sizes dynamic shared memory and may carry the PDL attribute
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(row_tiles, static_cast<unsigned>(N / BN), static_cast<unsigned>(split));
-  cfg.blockDim = dim3(mlpwg::kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CM;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // the down launch, started early
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = PDL && EPI != 0 ? 2 : 1;
-  const __nv_bfloat16* bias_ptr = bias ? reinterpret_cast<const __nv_bfloat16*>(bias->data_ptr()) : nullptr;
-  uint4* zero_ptr = zero ? reinterpret_cast<uint4*>(zero->data_ptr()) : nullptr;
-  const long long zero_vecs = zero ? zero->numel() / 8 : 0;
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, static_cast<int>(M), static_cast<int>(K / 64 / split),
-                                    bias_ptr, reinterpret_cast<__nv_bfloat16*>(c.data_ptr()), static_cast<int>(c.size(1)),
-                                    zero_ptr, zero_vecs));
-}
-
 // A launch of gemm_ws on maps encoded before the block's first launch (encoding and the one-time attribute
 // stay off the path between the two launches).
 template <int T, int TBOX, int STAGES, int CM, int EPI, int INFLIGHT, bool PDL, bool ACT_LATE>
@@ -624,20 +473,20 @@ def _const(problem: Problem, dim: Any) -> int | None:
 
 def widths(problem: Problem, roles: Mapping[str, str]) -> tuple[int, int, int] | None:
     """(K, hidden, out width) when the kernels can run the block: every tensor bf16, the widths constant, K and
-    the hidden width multiples of 64, the widths multiples of 32 (column tiles of whole 8-row atoms per CTA of
-    a cluster of 4); else None."""
+    the hidden width multiples of 64 (whole K steps), the widths multiples of 8 (16-byte row pieces); else
+    None."""
     d = problem.definition
     if any(s.dtype != "bfloat16" for s in (*d.inputs.values(), *d.outputs.values())):
         return None
     hidden, k = (_const(problem, v) for v in d.inputs[roles["w1"]].shape)
     out = _const(problem, d.inputs[roles["w2"]].shape[0])
-    if None in (hidden, k, out) or k % BK or hidden % BK or hidden % 32 or out % 32:
+    if None in (hidden, k, out) or k % BK or hidden % BK or out % 8:
         return None
     return k, hidden, out
 
 
 # Measured on the H200 (bench/h200/wave22.sh, wave23.sh): correct at every point tried and on B = 1, 7, 64, but
-# slower than the planned Triton file. Token-major (session 19): 20.3-22 us in-process against 14.0. Weight-
+# slower than the planned Triton file. Token-major (session 19, removed): 20.3-22 us against 14.0. Weight-
 # stationary (session 20): 19.4 us, 16.3 with a graph per call, 15.2-15.6 with the CTA-only barriers, and
 # 14.6-14.9 with pdl, against 13.9-14.0 in the same runs. Its timeline puts ~3 us of the up tile in the
 # GELU epilogue on 4 warps (`act_late`, the next lever, is not measured yet). Reachable by
@@ -648,12 +497,6 @@ PLANNED = False
 def accepts(b: Binding) -> bool:
     """Planned for a binding whose block the kernels can run (``widths``), once the kernels are measured."""
     return PLANNED and bool(b.consts.get("wgmma"))
-
-
-def fit_tile(width: int, bn: int, cluster: int) -> int:
-    """The widest column tile up to ``bn`` that divides ``width`` in whole 8-row atoms per cluster CTA."""
-    step = 8 * cluster
-    return next((t for t in range(min(bn, 256) // step * step, 0, -step) if width % t == 0), step)
 
 
 SMEM_LIMIT = 227 * 1024  # an sm_90 CTA's dynamic shared memory
@@ -685,7 +528,7 @@ def kernels_source(b: Binding, tiles: set[int]) -> str:
             .replace("ACT_EXPR", CUDA_ACTS[b.consts["act"]].replace("erff(", "erf_fast(")))  # fmt: skip
 
 
-def render_cuda_ws(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict[str, str]:
+def render_cuda_wgmma(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict[str, str]:
     """The weight-stationary pair of launches (``gemm_ws``): 64 weight rows per CTA against ``tokens`` rows
     (up) and ``down_tokens`` rows in ``split`` K slices (down), the activation tile multicast per cluster."""
     r = b.roles
@@ -693,7 +536,7 @@ def render_cuda_ws(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict[s
     out = next(iter(problem.definition.outputs))
     shape = widths(problem, r)
     if shape is None:
-        raise ValueError(f"mlp wgmma: {problem.name} is not a bf16 block with widths in multiples of 64/32")
+        raise ValueError(f"mlp wgmma: {problem.name} is not a bf16 block with K and hidden width in multiples of 64, widths of 8")
     _, hidden, width = shape
     # the largest cluster up to the asked one that divides both launches' 64-row weight tiles (the kernel rounds
     # a grid up to whole clusters, so any size is correct; a divisor wastes no CTA)
@@ -738,39 +581,5 @@ def render_cuda_ws(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict[s
     return cuda_module(problem, kernels_source(b, {t_up, t_down}), body)
 
 
-def render_cuda_wgmma(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict[str, str]:
-    if p.get("swap"):
-        return render_cuda_ws(problem, b, p)
-    r = b.roles
-    x, w1, w2, b1, b2 = r["x"], r["w1"], r["w2"], r.get("b1"), r.get("b2")
-    out = next(iter(problem.definition.outputs))
-    shape = widths(problem, r)
-    if shape is None:
-        raise ValueError(f"mlp wgmma: {problem.name} is not a bf16 block with widths in multiples of 64/32")
-    _, hidden, width = shape
-    cm = int(p["cluster"])
-    bn_up, bn_down = fit_tile(hidden, int(p["bn"]), cm), fit_tile(width, int(p["down_bn"]), cm)
-    stages_up, stages_down = int(p["stages"]), int(p["down_stages"])
-    inflight, pdl = int(p.get("inflight", 1)), "true" if p.get("pdl") else "false"
-    split = max(s for s in range(1, int(p["split"]) + 1) if (hidden // BK) % s == 0)
-    kernels = kernels_source(b, {bn_up, bn_down})
-    down_epi = 1 if split > 1 else 2
-    body = f"""  const at::Tensor a = {x}.reshape({{-1, {x}.size(-1)}});
-  at::Tensor c = {out}.view({{-1, {out}.size(-1)}});
-  TORCH_CHECK(c.is_contiguous() && c.scalar_type() == at::kBFloat16, "mlp wgmma: {out} must be contiguous bfloat16");
-  if (a.size(0) == 0) return;
-  at::Tensor h = a.new_empty({{a.size(0), {w1}.size(0)}});
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream(a.get_device()).stream();
-  {"const at::Tensor bias1 = " + b1 + ";" if b1 else ""}
-  {"const at::Tensor bias2 = " + b2 + ";" if b2 else ""}
-  launch_gemm<{bn_up}, {stages_up}, {cm}, 0, {inflight}, {pdl}>(a, {w1}, {"&bias1" if b1 else "nullptr"}, h, 1, {"&c" if split > 1 else "nullptr"}, stream);
-  launch_gemm<{bn_down}, {stages_down}, {cm}, {down_epi}, {inflight}, {pdl}>(h, {w2}, {"&bias2" if b2 else "nullptr"}, c, {split}, nullptr, stream);"""
-    return cuda_module(problem, kernels, body)
-
-
-WGMMA_GRID = (
-    {"swap": (True,), "tokens": (104, 72, 128), "down_tokens": (200, 104), "stages": (12, 6), "down_stages": (6, 4),
-     "cluster": (1, 4, 2), "split": (8, 4), "inflight": (2, 1), "pdl": (False, True), "graph": (True,)},
-    {"swap": (False,), "bn": (96, 128, 64), "stages": (6, 4), "down_bn": (96, 64, 128), "down_stages": (6, 4),
-     "cluster": (4, 2, 1), "split": (4, 1, 2, 8), "inflight": (1, 2), "pdl": (False, True)},
-)  # fmt: skip
+WGMMA_GRID = {"tokens": (104, 72, 128), "down_tokens": (200, 104), "stages": (12, 6), "down_stages": (6, 4),
+              "cluster": (1, 4, 2), "split": (8, 4), "inflight": (2, 1), "pdl": (False, True), "graph": (True,)}  # fmt: skip
