@@ -455,7 +455,8 @@ static void run_and_record(std::vector<long long> key, at::Tensor keep, cudaStre
   C10_CUDA_CHECK(made);
   std::lock_guard<std::mutex> lock(graphs_mutex);
   std::vector<CallGraph>& graphs = call_graphs();
-  if (graphs.size() >= 8) {  // the oldest goes
+  if (graphs.size() >= 8) {  // the oldest goes, once no launch of it can still be running on any stream
+    C10_CUDA_CHECK(cudaDeviceSynchronize());
     C10_CUDA_CHECK(cudaGraphExecDestroy(graphs.front().exec));
     graphs.erase(graphs.begin());
   }
