@@ -63,20 +63,30 @@ class Row:
     cupti_clean_us: float | None = None
 
 
-def load_candidate(sol: Solution, device: str, staging_root: Path) -> Callable[..., Any]:
+def build_cpp(sol: Solution, device: str, staging_root: Path) -> Path:
+    """A C++ solution built (or found built) in its staging directory: the module's path."""
     staged = stage(sol, staging_root)
+    return run_build(plan_build(sol, staged, device, candidate_env(staged, device)), 600.0).module_path
+
+
+def load_module(sol: Solution, device: str, staging_root: Path) -> Any:
+    """A solution's module, loaded in this process (trusted: our own templates)."""
     if sol.spec.is_cpp:
-        built = run_build(plan_build(sol, staged, device, candidate_env(staged, device)), 600.0)
-        path = str(built.module_path)
+        path = str(build_cpp(sol, device, staging_root))
         loader = importlib.machinery.ExtensionFileLoader(Path(path).stem.split(".")[0], path)
         spec = importlib.util.spec_from_loader(loader.name, loader)
     else:
+        staged = stage(sol, staging_root)
         sys.path.append(str(staged.src))
         spec = importlib.util.spec_from_file_location(f"lp_{staged.key}", staged.src / sol.spec.entry_file)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    return getattr(module, sol.spec.entry_function)
+    return module
+
+
+def load_candidate(sol: Solution, device: str, staging_root: Path) -> Callable[..., Any]:
+    return getattr(load_module(sol, device, staging_root), sol.spec.entry_function)
 
 
 def host_us(fn: Callable[[], Any], device: torch.device, n: int = 50) -> float:

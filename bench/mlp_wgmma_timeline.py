@@ -13,13 +13,10 @@ each CTA's own cycles-per-ns over its lifetime), over ``--runs`` calls.
 from __future__ import annotations
 
 import argparse
-import importlib.machinery
-import importlib.util
 import json
 import statistics
 import sys
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -28,12 +25,9 @@ sys.path.insert(0, str(REPO / "bench"))
 import torch  # noqa: E402
 
 from agents.offline.templates import build_solution  # noqa: E402
-from sol_bench.build import plan_build, run_build  # noqa: E402
 from sol_bench.inputs import output_specs  # noqa: E402
 from sol_bench.models import Solution, SourceFile  # noqa: E402
 from sol_bench.problem import load_problem  # noqa: E402
-from sol_bench.runner import candidate_env  # noqa: E402
-from sol_bench.staging import stage  # noqa: E402
 from sol_bench.timing import L2Flusher  # noqa: E402
 
 MLP = REPO / "data" / "problems" / "L2" / "mlp_gelu_exact_k768_i3072_n768_tok197_bf16"
@@ -67,17 +61,6 @@ def traced_solution(sol: Solution) -> Solution:
             text = text.replace('m.def("run", &run);', 'm.def("run", &run); m.def("mlpwg_trace", &mlpwg_trace);')
         files.append(SourceFile(path=f.path, content=text))
     return sol.model_copy(update={"sources": files, "name": sol.name + "_traced"})
-
-
-def load_module(sol: Solution, device: str, staging_root: Path) -> Any:
-    staged = stage(sol, staging_root)
-    built = run_build(plan_build(sol, staged, device, candidate_env(staged, device)), 600.0)
-    path = str(built.module_path)
-    loader = importlib.machinery.ExtensionFileLoader(Path(path).stem.split(".")[0], path)
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def phases(rows: torch.Tensor, t0: int) -> dict[str, list[float]]:
@@ -117,6 +100,7 @@ def main() -> int:
     ap.add_argument("--staging-root", type=Path, default=REPO / "kernels_tmp")
     ap.add_argument("-o", "--out", type=Path)
     a = ap.parse_args()
+    from launch_profile import load_module
     from template_sweep import renderer_for, workload_inputs
 
     device = torch.device("cuda")

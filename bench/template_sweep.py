@@ -143,16 +143,13 @@ def prebuild(problem: Problem, fam, binding, renderer, points: list[dict[str, An
     them; a point that fails here fails again, with its message, when it is measured."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from sol_bench.build import plan_build, run_build
-    from sol_bench.runner import candidate_env
-    from sol_bench.staging import stage
+    from launch_profile import build_cpp
 
     def one(params: dict[str, Any]) -> None:
         try:
             sol = build_solution(problem, fam.name, renderer, binding, params)
             if sol.spec.is_cpp:
-                staged = stage(sol, staging)
-                run_build(plan_build(sol, staged, str(device), candidate_env(staged, str(device))), 600.0)
+                build_cpp(sol, str(device), staging)
         except Exception:  # noqa: BLE001 - measured (and reported) in the loop
             pass
 

@@ -381,6 +381,7 @@ static void launch_ws(const CUtensorMap& map_w, const CUtensorMap& map_a, long l
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     sized_on.fetch_or(bit, std::memory_order_relaxed);
   }
+  // not base's launch_clusters: this launch also sizes dynamic shared memory and may carry the PDL attribute
   cudaLaunchConfig_t cfg = {};
   const unsigned w_tiles = static_cast<unsigned>(((N + 63) / 64 + CM - 1) / CM * CM);  // whole clusters
   cfg.gridDim = dim3(w_tiles, static_cast<unsigned>((M + T - 1) / T), static_cast<unsigned>(split));
