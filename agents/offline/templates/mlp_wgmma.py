@@ -26,6 +26,8 @@ from .base import Binding, cuda_module
 from .elementwise import ACTS as ELEMENTWISE_ACTS
 
 CUDA_ACTS: dict[str, str] = {name: exprs[2] for name, exprs in ELEMENTWISE_ACTS.items()} | {"relu": "fmaxf(v, 0.f)"}
+# the epilogue's forms: exact GELU through the kernel's branch-free gelu_erf, the rest as the elementwise kernels
+ACT_EXPRS: dict[str, str] = CUDA_ACTS | {"gelu": "gelu_erf(v)"}
 BK = 64  # one K step: 64 bf16 = the 128-byte swizzle span
 
 
@@ -107,6 +109,35 @@ __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.a
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+// The tile at shared `src` written to (column c0, row c1) of the tensor map's matrix (rows and columns past its
+// edges are dropped), or added into it element-wise (bf16 adds in the L2); one bulk group per call.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+               ::"l"(map), "r"(smem_u32(src)), "r"(c0), "r"(c1) : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void tma_reduce_add(const CUtensorMap* map, const void* src, int c0, int c1) {
+  asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];"
+               ::"l"(map), "r"(smem_u32(src)), "r"(c0), "r"(c1) : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// until every bulk group of this thread has read its shared memory (the CTA may then leave)
+__device__ __forceinline__ void tma_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+// this thread's shared-memory writes made visible to the async proxy (the TMA engine) before a bulk store
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// Four (two) 8x8 bf16 matrices held as MMA accumulator fragments, stored transposed: lane l gives the shared
+// address of row l%8 of matrix l/8, and that row receives the matrix's column l%8.
+__device__ __forceinline__ void stmatrix_x4_trans(unsigned addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};"
+               ::"r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
+__device__ __forceinline__ void stmatrix_x2_trans(unsigned addr, uint32_t r0, uint32_t r1) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};" ::"r"(addr), "r"(r0), "r"(r1) : "memory");
+}
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
 // Programmatic dependent launch: let the next launch's CTAs be scheduled now; wait for the previous launch.
 __device__ __forceinline__ void griddep_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
@@ -151,28 +182,30 @@ template <int BN>
 __device__ __forceinline__ void wgmma_k16(float* d, uint64_t da, uint64_t db);
 WGMMA_DISPATCH
 
-// erf by Abramowitz and Stegun 7.1.26: absolute error under 1.5e-7 (2e-6 with the fast exponential), far below
-// a bf16 output's rounding, and branch-free, so the epilogue interleaves its elements (CUDA's erff branches on
-// |x|: the GELU epilogue of a 104-token up tile took 2.7 us, session 20's timeline).
-__device__ __forceinline__ float erf_fast(float x) {
-  const float a = fabsf(x), t = __fdividef(1.f, fmaf(0.3275911f, a, 1.f));
-  const float p = t * fmaf(t, fmaf(t, fmaf(t, fmaf(t, 1.061405429f, -1.453152027f), 1.421413741f), -0.284496736f),
-                           0.254829592f);
-  return copysignf(1.f - p * __expf(-a * a), x);
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float rcp_approx(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// Exact (erf) GELU as ½(v + |v|·erf(|v|/√2)), erf(z) = 1 − t·P(t)·e^(−z²) with t = 1/(1 + p·z) (Abramowitz and
+// Stegun 7.1.26, absolute error under 1.5e-7; ~2e-6 with the approximate exponential and reciprocal, far below
+// a bf16 rounding step). Branch-free and ~15 instructions: CUDA's erff branches on |x| and, without -ftz, every
+// MUFU op carries a denormal fix-up (session 21's SASS: ~48 instructions per element, the up tile's ~3 us).
+__device__ __forceinline__ float gelu_erf(float v) {
+  const float a = fabsf(v);
+  const float t = rcp_approx(fmaf(0.3275911f * 0.70710678118654752f, a, 1.f));
+  const float tp = t * fmaf(t, fmaf(t, fmaf(t, fmaf(t, 1.061405429f, -1.453152027f), 1.421413741f), -0.284496736f),
+                            0.254829592f);
+  const float e = ex2_approx(a * a * -0.72134752044448170f);  // e^(−v²/2) = 2^(−v²·log2(e)/2)
+  return fmaf(-0.5f * a * tp, e, 0.5f * (v + a));
 }
 
 __device__ __forceinline__ float act(float v) { return ACT_EXPR; }
-// act on 8 bf16 values (one 16-byte row piece), rounded back to bf16
-__device__ __forceinline__ uint4 act_bf16x8(uint4 v) {
-  __nv_bfloat162* p = reinterpret_cast<__nv_bfloat162*>(&v);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const float2 f = __bfloat1622float2(p[k]);
-    p[k] = __floats2bfloat162_rn(act(f.x), act(f.y));
-  }
-  return v;
-}
-
 constexpr int kBK = 64, kThreads = 160;  // one consumer warpgroup + one producer warp
 
 // Weight-stationary: C[M, N] (+)= A[M, K]·W[N, K]ᵀ computed as Cᵀ tiles. A CTA holds 64 rows of W on wgmma's M
@@ -184,9 +217,10 @@ constexpr int kBK = 64, kThreads = 160;  // one consumer warpgroup + one produce
 // bf16x2 vector reductions for EPI 1). PDL: the up launch lets the down one be scheduled at once; the down
 // launch, started early, loads its first stages of W (which the up launch does not write) before it waits. W rows past N (a last partial tile, or the CTAs that round
 // the grid up to whole clusters) load as zeros and are not written.
-template <int T, int TBOX, int STAGES, int CM, int EPI, int INFLIGHT, bool PDL, bool ACT_LATE>
+template <int T, int TBOX, int STAGES, int CM, int EPI, int INFLIGHT, bool PDL, bool ACT_ROUNDED, bool TMA_OUT>
 __global__ void __launch_bounds__(kThreads) gemm_ws(const __grid_constant__ CUtensorMap map_w,
-                                                    const __grid_constant__ CUtensorMap map_a, int M, int N, int steps,
+                                                    const __grid_constant__ CUtensorMap map_a,
+                                                    const __grid_constant__ CUtensorMap map_c, int M, int N, int steps,
                                                     const __nv_bfloat16* __restrict__ bias, __nv_bfloat16* c, int ldc,
                                                     uint4* zero, long long zero_vecs) {
   constexpr int W_BYTES = 64 * kBK * 2, A_BYTES = TBOX * CM * 128, STAGE = W_BYTES + A_BYTES, OUT_LD = 72;
@@ -287,35 +321,71 @@ __global__ void __launch_bounds__(kThreads) gemm_ws(const __grid_constant__ CUte
     // every step's bytes, the peers' multicasts included, have landed and been read: the stages are free
     asm volatile("bar.sync 1, 128;" ::: "memory");
     // accumulator layout: warp w, lane l holds W rows (output columns) 16w + l/4 (+8) and A rows (tokens)
-    // 8j + 2(l%4) (+1); staged as [token][column] bf16 rows of OUT_LD
-    __nv_bfloat16* out = reinterpret_cast<__nv_bfloat16*>(smem);
+    // 8j + 2(l%4) (+1)
+    auto value = [&](int i, float b) {
+      float v = acc[i] + b;
+      if (EPI == 0) {
+        if (ACT_ROUNDED) v = __bfloat162float(__float2bfloat16_rn(v));  // the reference rounds x·W1ᵀ + b1 first
+        v = act(v);
+      }
+      return v;
+    };
+    if constexpr (TMA_OUT) {
+      // Staged as the output map's box: [T tokens][64 columns] bf16, 128-byte rows swizzled in 1024-byte atoms
+      // (16-byte piece q of row t at q ^ (t % 8)). An 8x8 accumulator fragment (8 W rows by 8 tokens) goes
+      // through stmatrix .trans as 8 token rows of one 16-byte piece: 8 values per store, no bank conflict.
+      const unsigned tile = smem_u32(smem);
+      const int mat = lane >> 3, row = lane & 7, piece = (2 * warp + (mat & 1)) ^ row;
 #pragma unroll
-    for (int j = 0; j < T / 8; ++j)
+      for (int j = 0; j + 1 < T / 8; j += 2)  // matrices (j, h 0), (j, h 1), (j+1, h 0), (j+1, h 1)
+        stmatrix_x4_trans(tile + (8 * (j + (mat >> 1)) + row) * 128 + piece * 16,
+                          pack_bf16x2(value(4 * j, b0), value(4 * j + 1, b0)),
+                          pack_bf16x2(value(4 * j + 2, b8), value(4 * j + 3, b8)),
+                          pack_bf16x2(value(4 * j + 4, b0), value(4 * j + 5, b0)),
+                          pack_bf16x2(value(4 * j + 6, b8), value(4 * j + 7, b8)));
+      if constexpr (T / 8 % 2 == 1) {
+        constexpr int j = T / 8 - 1;  // lanes 0-15 address the last chunk's two matrices
+        stmatrix_x2_trans(tile + (8 * j + row) * 128 + piece * 16, pack_bf16x2(value(4 * j, b0), value(4 * j + 1, b0)),
+                          pack_bf16x2(value(4 * j + 2, b8), value(4 * j + 3, b8)));
+      }
+      fence_async_shared();
+      asm volatile("bar.sync 1, 128;" ::: "memory");
+      if (tid == 0) {
+        MLPWG_STAMP(21);
+        if (PDL) griddep_wait();  // the up launch's zeroed output is visible before the reduction adds into it
+        // one bulk copy of the tile; the rows past M and columns past N are clipped by the TMA unit
+        if (EPI == 1)
+          tma_reduce_add(&map_c, smem, n0, t0);
+        else
+          tma_store(&map_c, smem, n0, t0);
+        tma_wait_read();
+      }
+    } else {
+      // staged as [token][column] bf16 rows of OUT_LD, then written as 16-byte row pieces
+      __nv_bfloat16* out = reinterpret_cast<__nv_bfloat16*>(smem);
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+      for (int j = 0; j < T / 8; ++j)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float v = acc[4 * j + 2 * h + e] + (h ? b8 : b0);
-          if (EPI == 0 && !ACT_LATE) v = act(v);
-          out[(8 * j + 2 * (lane & 3) + e) * OUT_LD + col + 8 * h] = __float2bfloat16_rn(v);
-        }
-    asm volatile("bar.sync 1, 128;" ::: "memory");
-    if (tid == 0) MLPWG_STAMP(21);
-    if (PDL) griddep_wait();  // the up launch's zeroed output is visible before any reduction adds into it
-    for (int v = tid; v < T * 8; v += 128) {
-      const int t = v >> 3, q = v & 7;
-      if (t0 + t >= M) break;
-      if (n0 + q * 8 >= N) continue;
-      uint4 val = *reinterpret_cast<const uint4*>(out + t * OUT_LD + q * 8);
-      // ACT_LATE: the activation on the bf16-rounded pre-activation, 8 at a time, as the reference rounds
-      // x·W1ᵀ + b1 to bf16 before its GELU (staged fp32 -> act was 2.8-3.0 us of the up tile, session 20)
-      if (EPI == 0 && ACT_LATE) val = act_bf16x8(val);
-      __nv_bfloat16* p = c + static_cast<long long>(t0 + t) * ldc + n0 + q * 8;
-      if (EPI == 1)
-        asm volatile("red.global.add.noftz.v4.bf16x2 [%0], {%1, %2, %3, %4};"
-                     ::"l"(p), "r"(val.x), "r"(val.y), "r"(val.z), "r"(val.w) : "memory");
-      else
-        *reinterpret_cast<uint4*>(p) = val;
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            out[(8 * j + 2 * (lane & 3) + e) * OUT_LD + col + 8 * h] =
+                __float2bfloat16_rn(value(4 * j + 2 * h + e, h ? b8 : b0));
+      asm volatile("bar.sync 1, 128;" ::: "memory");
+      if (tid == 0) MLPWG_STAMP(21);
+      if (PDL) griddep_wait();  // the up launch's zeroed output is visible before any reduction adds into it
+      for (int v = tid; v < T * 8; v += 128) {
+        const int t = v >> 3, q = v & 7;
+        if (t0 + t >= M) break;
+        if (n0 + q * 8 >= N) continue;
+        const uint4 val = *reinterpret_cast<const uint4*>(out + t * OUT_LD + q * 8);
+        __nv_bfloat16* p = c + static_cast<long long>(t0 + t) * ldc + n0 + q * 8;
+        if (EPI == 1)
+          asm volatile("red.global.add.noftz.v4.bf16x2 [%0], {%1, %2, %3, %4};"
+                       ::"l"(p), "r"(val.x), "r"(val.y), "r"(val.z), "r"(val.w) : "memory");
+        else
+          *reinterpret_cast<uint4*>(p) = val;
+      }
     }
     if (tid == 0) MLPWG_STAMP(22);
   }
@@ -360,8 +430,9 @@ static CUtensorMap tile_map(const at::Tensor& t, long long rows, long long cols,
 
 // A launch of gemm_ws on maps encoded before the block's first launch (encoding and the one-time attribute
 // stay off the path between the two launches).
-template <int T, int TBOX, int STAGES, int CM, int EPI, int INFLIGHT, bool PDL, bool ACT_LATE>
-static void launch_ws(const CUtensorMap& map_w, const CUtensorMap& map_a, long long M, long long N, int steps,
+// `map_c`: the output as boxes of T rows, for the TMA store (TMA_OUT); null otherwise.
+template <int T, int TBOX, int STAGES, int CM, int EPI, int INFLIGHT, bool PDL, bool ACT_ROUNDED, bool TMA_OUT>
+static void launch_ws(const CUtensorMap& map_w, const CUtensorMap& map_a, const CUtensorMap* map_c, long long M, long long N, int steps,
                       int split, const at::Tensor* bias, at::Tensor& c, at::Tensor* zero, cudaStream_t stream) {
   TORCH_CHECK(bias == nullptr || (bias->scalar_type() == at::kBFloat16 && bias->is_contiguous() && bias->numel() == N),
               "mlp wgmma: a bias must be a contiguous bfloat16 vector of ", N);
@@ -372,7 +443,8 @@ static void launch_ws(const CUtensorMap& map_w, const CUtensorMap& map_a, long l
   TORCH_CHECK(c.size(1) % 8 == 0 && reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0,
               "mlp wgmma: output rows must be 16-byte aligned");
   constexpr int smem = STAGES * (64 * 64 * 2 + TBOX * CM * 128) + 2 * STAGES * 8 + 1024;
-  auto* kernel = &mlpwg::gemm_ws<T, TBOX, STAGES, CM, EPI, INFLIGHT, PDL, ACT_LATE>;
+  TORCH_CHECK(TMA_OUT == (map_c != nullptr), "mlp wgmma: an output map exactly when the tile goes out by TMA");
+  auto* kernel = &mlpwg::gemm_ws<T, TBOX, STAGES, CM, EPI, INFLIGHT, PDL, ACT_ROUNDED, TMA_OUT>;
   static std::atomic<unsigned long long> sized_on{0};  // devices whose attribute is set, one bit each
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
@@ -400,7 +472,7 @@ static void launch_ws(const CUtensorMap& map_w, const CUtensorMap& map_a, long l
   const __nv_bfloat16* bias_ptr = bias ? reinterpret_cast<const __nv_bfloat16*>(bias->data_ptr()) : nullptr;
   uint4* zero_ptr = zero ? reinterpret_cast<uint4*>(zero->data_ptr()) : nullptr;
   const long long zero_vecs = zero ? zero->numel() / 8 : 0;
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_w, map_a, static_cast<int>(M), static_cast<int>(N), steps, bias_ptr,
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_w, map_a, map_c ? *map_c : map_a, static_cast<int>(M), static_cast<int>(N), steps, bias_ptr,
                                     reinterpret_cast<__nv_bfloat16*>(c.data_ptr()), static_cast<int>(c.size(1)),
                                     zero_ptr, zero_vecs));
 }
@@ -527,7 +599,7 @@ def kernels_source(b: Binding, tiles: set[int]) -> str:
         f"{{ wgmma_m64k16_{n}(d, da, db); }}\n"
         for n in tiles_sorted)  # fmt: skip
     return (KERNEL.replace("WGMMA_CALLS", calls).replace("WGMMA_DISPATCH", dispatch)
-            .replace("ACT_EXPR", CUDA_ACTS[b.consts["act"]].replace("erff(", "erf_fast(")))  # fmt: skip
+            .replace("ACT_EXPR", ACT_EXPRS[b.consts["act"]]))  # fmt: skip
 
 
 def render_cuda_wgmma(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict[str, str]:
@@ -558,9 +630,12 @@ def render_cuda_wgmma(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dic
            # a graph reads the addresses it was recorded with: not when x's rows are a copy made for this call
            f"  const bool graphed = a.data_ptr() == {x}.data_ptr();\n  if (graphed && replay_graph(key, stream)) return;"
            if graph else "")  # fmt: skip
-    late = "true" if p.get("act_late") else "false"
-    up_args = f"{t_up}, {token_box(t_up, cm)}, {s_up}, {cm}, 0, {inflight}, {pdl}, {late}"
-    down_args = f"{t_down}, {token_box(t_down, cm)}, {s_down}, {cm}, {down_epi}, {inflight}, {pdl}, false"
+    rounded, tma = ("true" if p.get(k) else "false" for k in ("act_rounded", "tma_out"))
+    up_args = f"{t_up}, {token_box(t_up, cm)}, {s_up}, {cm}, 0, {inflight}, {pdl}, {rounded}, {tma}"
+    down_args = f"{t_down}, {token_box(t_down, cm)}, {s_down}, {cm}, {down_epi}, {inflight}, {pdl}, false, {tma}"
+    out_maps = (f"""
+    const CUtensorMap map_h_out = tile_map(h, M, H, {t_up}, "the hidden activations"), map_out = tile_map(c, M, N, {t_down}, "{out}");"""
+                if tma == "true" else "")  # fmt: skip
     body = f"""  const at::Tensor a = {x}.reshape({{-1, {x}.size(-1)}});
   at::Tensor c = {out}.view({{-1, {out}.size(-1)}});
   TORCH_CHECK(c.is_contiguous() && c.scalar_type() == at::kBFloat16, "mlp wgmma: {out} must be contiguous bfloat16");
@@ -573,15 +648,16 @@ def render_cuda_wgmma(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dic
   {key}
   at::Tensor h = a.new_empty({{M, H}});
   auto enqueue = [&](cudaStream_t stream) {{
-    // all four maps before the first launch, so nothing but the launch sits between the two kernels
+    // every map before the first launch, so nothing but the launch sits between the two kernels
     const CUtensorMap map_w1 = tile_map({w1}, H, K, 64, "{w1}"), map_x = tile_map(a, M, K, {token_box(t_up, cm)}, "{x}");
-    const CUtensorMap map_w2 = tile_map({w2}, N, H, 64, "{w2}"), map_h = tile_map(h, M, H, {token_box(t_down, cm)}, "the hidden activations");
-    launch_ws<{up_args}>(map_w1, map_x, M, H, static_cast<int>(K / 64), 1, {"&bias1" if b1 else "nullptr"}, h, {"&c" if split > 1 else "nullptr"}, stream);
-    launch_ws<{down_args}>(map_w2, map_h, M, N, static_cast<int>(H / 64), {split}, {"&bias2" if b2 else "nullptr"}, c, nullptr, stream);
+    const CUtensorMap map_w2 = tile_map({w2}, N, H, 64, "{w2}"), map_h = tile_map(h, M, H, {token_box(t_down, cm)}, "the hidden activations");{out_maps}
+    launch_ws<{up_args}>(map_w1, map_x, {"&map_h_out" if out_maps else "nullptr"}, M, H, static_cast<int>(K / 64), 1, {"&bias1" if b1 else "nullptr"}, h, {"&c" if split > 1 else "nullptr"}, stream);
+    launch_ws<{down_args}>(map_w2, map_h, {"&map_out" if out_maps else "nullptr"}, M, N, static_cast<int>(H / 64), {split}, {"&bias2" if b2 else "nullptr"}, c, nullptr, stream);
   }};
   {"if (graphed) run_and_record(std::move(key), h, stream, enqueue); else enqueue(stream);" if graph else "enqueue(stream);"}"""
     return cuda_module(problem, kernels_source(b, {t_up, t_down}), body)
 
 
 WGMMA_GRID = {"tokens": (104, 72, 128), "down_tokens": (200, 104), "stages": (12, 6), "down_stages": (6, 4),
-              "cluster": (1, 4, 2), "split": (8, 4), "inflight": (2, 1), "pdl": (False, True), "graph": (True,)}  # fmt: skip
+              "cluster": (1, 4, 2), "split": (8, 4), "inflight": (2, 1), "pdl": (False, True), "graph": (True,),
+              "tma_out": (True, False)}  # fmt: skip
