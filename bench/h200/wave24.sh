@@ -9,8 +9,8 @@
 #    sent by one TMA store (up) or one bulk bf16 add reduction (down, split-K) from one thread.
 #
 # PART D: correctness and timings over tma_out x pdl (+ act_rounded, clusters 2/4, 104-token down tiles in 4
-#   slices, 72-token up tiles), the Triton file in the same run, B=7 and B=64 correctness, then the timeline
-#   with tma_out. Prediction: up staging 2.99 -> ~0.6 us; stores 0.7 -> ~0.2; down reductions 1.24 -> ~0.6;
+#   slices, 72-token up tiles, 11 slices for 132 down CTAs), the Triton file in the same run, B=7 and B=64
+#   correctness, then the timeline with tma_out. Prediction: up staging 2.99 -> ~0.6 us; stores 0.7 -> ~0.2; down reductions 1.24 -> ~0.6;
 #   block 15.55 -> ~12.5 us, pdl 14.94 -> ~12.
 # PART BH: PLANNED on in this call's copy only, the planned cuda_cpp candidates judged (PART B), then every
 #   row rejudged with the MLP row's CUDA record (wave22's PART H with MLP_RECORDS/MLP_CANDIDATE).
@@ -21,7 +21,8 @@ case "${PART:-D}" in
   D) nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
      KERNELS=0 sweep tma 220 $MLP mlp cuda_cpp 0 '{"tma_out": [true, false], "pdl": [false, true]}' \
          '{"act_rounded": [true], "pdl": [true]}' '{"cluster": [2, 4], "pdl": [true]}' \
-         '{"down_tokens": [104], "split": [4], "pdl": [true]}' '{"tokens": [72], "stages": [6], "pdl": [true]}'
+         '{"down_tokens": [104], "split": [4], "pdl": [true]}' '{"tokens": [72], "stages": [6], "pdl": [true]}' \
+         '{"split": [11], "pdl": [true]}'
      KERNELS=0 sweep tri5 60 $MLP mlp triton 0
      timeout 80 python3 bench/mlp_wgmma_timeline.py --runs 3 --params '{"pdl": true}' -o "$OUT/timeline_tma.md" \
          > "$OUT/timeline_tma.log" 2>&1; echo "timeline rc=$?"; cat "$OUT/timeline_tma.md"
