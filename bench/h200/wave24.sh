@@ -8,31 +8,31 @@
 #  - tma_out: the tile staged by stmatrix .trans (8 values a store, conflict-free in the 128-byte swizzle) and
 #    sent by one TMA store (up) or one bulk bf16 add reduction (down, split-K) from one thread.
 #
-# PART D: correctness and timings over tma_out x pdl (+ act_rounded, clusters 2/4, 104-token down tiles in 4
-#   slices, 72-token up tiles, 11 slices for 132 down CTAs), the Triton file in the same run, B=7 and B=64
-#   correctness, then the timeline with tma_out. Prediction: up staging 2.99 -> ~0.6 us; stores 0.7 -> ~0.2; down reductions 1.24 -> ~0.6;
+# PART D: correctness and timings over tma_out x pdl, then (pdl and tma_out on, the first variant now)
+#   act_rounded, clusters 2/4, 104-token down tiles in 4 slices, 72-token up tiles, 11 slices for 132 down
+#   CTAs; the Triton file in the same run; if the best point beats it, PART B; then the timeline, B=7 and B=64
+#   correctness. Prediction: up staging 2.99 -> ~0.6 us; stores 0.7 -> ~0.2; down reductions 1.24 -> ~0.6;
 #   block 15.55 -> ~12.5 us, pdl 14.94 -> ~12.
-# PART BH: PLANNED on in this call's copy only, the planned cuda_cpp candidates judged (PART B), then every
-#   row rejudged with the MLP row's CUDA record (wave22's PART H with MLP_RECORDS/MLP_CANDIDATE).
+# PART B: PLANNED on in this call's copy only, the planned cuda_cpp candidates judged (4 candidates).
+# PART H: every row rejudged (wave22's PART H), MLP_RECORDS/MLP_CANDIDATE naming PART B's record of the MLP.
 #
 # Device prefix (each call): the .whl/ wheels installed into /tmp/site, PYTHONPATH=/tmp/site:$PWD.
 source bench/h200/lib.sh
 case "${PART:-D}" in
   D) nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
-     KERNELS=0 sweep tma 220 $MLP mlp cuda_cpp 0 '{"tma_out": [true, false], "pdl": [false, true]}' \
-         '{"act_rounded": [true], "pdl": [true]}' '{"cluster": [2, 4], "pdl": [true]}' \
-         '{"down_tokens": [104], "split": [4], "pdl": [true]}' '{"tokens": [72], "stages": [6], "pdl": [true]}' \
-         '{"split": [11], "pdl": [true]}'
+     KERNELS=0 sweep tma 200 $MLP mlp cuda_cpp 0 '{"tma_out": [true, false], "pdl": [true, false]}' \
+         '{"act_rounded": [true]}' '{"cluster": [2, 4]}' '{"down_tokens": [104], "split": [4]}' \
+         '{"tokens": [72], "stages": [6]}' '{"split": [11]}'
      KERNELS=0 sweep tri5 60 $MLP mlp triton 0
-     timeout 80 python3 bench/mlp_wgmma_timeline.py --runs 3 --params '{"pdl": true}' -o "$OUT/timeline_tma.md" \
-         > "$OUT/timeline_tma.log" 2>&1; echo "timeline rc=$?"; cat "$OUT/timeline_tma.md"
-     KERNELS=0 sweep tma_b7 50 $MLP mlp cuda_cpp 2 '{"pdl": [true], "cluster": [1, 4]}'
-     KERNELS=0 sweep tma_b64 50 $MLP mlp cuda_cpp 4 '{"pdl": [true], "cluster": [1, 4]}'
      best=$(python3 -c "import json; print(min(json.loads(l)['us'] or 1e9 for l in open('$OUT/sweep_tma.jsonl')))")
      tri=$(python3 -c "import json; print(min(json.loads(l)['us'] or 1e9 for l in open('$OUT/sweep_tri5.jsonl')))")
-     echo "best cuda_cpp $best us, triton $tri us" ;;
-  BH) sed -i 's/^PLANNED = False$/PLANNED = True/' agents/offline/templates/mlp_wgmma.py
-     grep -n "^PLANNED" agents/offline/templates/mlp_wgmma.py
-     ONLY=mlp/cuda_cpp CANDIDATES=4 PROBLEM_SECONDS=100 bench mlp 150 docs/bench/h200_tb_fastest_session14_a.jsonl $MLP
-     MLP_RECORDS="$OUT/offline_mlp.jsonl" MLP_CANDIDATE="${MLP_CANDIDATE:-}" PART=H bash bench/h200/wave22.sh ;;
+     echo "best cuda_cpp $best us, triton $tri us"
+     if python3 -c "import sys; sys.exit(0 if $best < $tri else 1)"; then PART=B bash "$0"; fi
+     timeout 80 python3 bench/mlp_wgmma_timeline.py --runs 3 -o "$OUT/timeline_tma.md" > "$OUT/timeline_tma.log" 2>&1
+     echo "timeline rc=$?"; cat "$OUT/timeline_tma.md"
+     KERNELS=0 sweep tma_b7 45 $MLP mlp cuda_cpp 2 '{"cluster": [1, 4]}'
+     KERNELS=0 sweep tma_b64 45 $MLP mlp cuda_cpp 4 '{"cluster": [1, 4]}' ;;
+  B) sed -i 's/^PLANNED = False$/PLANNED = True/' agents/offline/templates/mlp_wgmma.py  # this call's copy only
+     ONLY=mlp/cuda_cpp CANDIDATES=4 PROBLEM_SECONDS=100 bench mlp 150 docs/bench/h200_tb_fastest_session14_a.jsonl $MLP ;;
+  H) MLP_RECORDS="${MLP_RECORDS:-}" MLP_CANDIDATE="${MLP_CANDIDATE:-}" PART=H bash bench/h200/wave22.sh ;;
 esac

@@ -659,5 +659,5 @@ def render_cuda_wgmma(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dic
 
 
 WGMMA_GRID = {"tokens": (104, 72, 128), "down_tokens": (200, 104), "stages": (12, 6), "down_stages": (6, 4),
-              "cluster": (1, 4, 2), "split": (8, 4), "inflight": (2, 1), "pdl": (False, True), "graph": (True,),
+              "cluster": (1, 4, 2), "split": (8, 4), "inflight": (2, 1), "pdl": (True, False), "graph": (True,),
               "tma_out": (True, False)}  # fmt: skip
