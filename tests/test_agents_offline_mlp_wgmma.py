@@ -108,14 +108,14 @@ def test_weight_stationary_launches_fit_boxes_stages_and_clusters(tmp_path):
     assert "if (graphed) run_and_record(std::move(key), h, stream, enqueue); else enqueue(stream);" in graphed
     assert "replay_graph(key" not in _kernel(p, graph=False)
     # act_rounded: the up launch's activation takes the bf16-rounded pre-activation, as the reference's does
-    rounded = _kernel(p, act_rounded=True, inflight=1, stages=6, cluster=1, tma_out=False)
+    rounded = _kernel(p, act_rounded=True, inflight=1, stages=6, cluster=1, pdl=False, tma_out=False)
     assert "launch_ws<104, 104, 6, 1, 0, 1, false, true, false>(map_w1" in rounded
     assert "launch_ws<200, 200, 6, 1, 1, 1, false, false, false>(map_w2" in rounded
-    one = _kernel(p, split=1, cluster=1, inflight=1, tma_out=False)
+    one = _kernel(p, split=1, cluster=1, inflight=1, pdl=False, tma_out=False)
     assert "launch_ws<200, 200, 6, 1, 2, 1, false, false, false>(map_w2, map_h, nullptr, M, N, static_cast<int>(H / 64), 1, &bias2, c, nullptr, stream);" in one
     # 5 hidden tiles and 3 (2.5) output tiles: no cluster above 1 divides both; 3 K steps cap 8 slices
     odd = load_problem(_write_mlp(tmp_path, "odd", 128, 320, 160, "bfloat16"))
-    src = _kernel(odd, tokens=64, down_tokens=64, stages=6, cluster=4, split=8, inflight=1, tma_out=False)
+    src = _kernel(odd, tokens=64, down_tokens=64, stages=6, cluster=4, split=8, inflight=1, pdl=False, tma_out=False)
     assert "launch_ws<64, 64, 6, 1, 0, 1, false, false, false>" in src and "static_cast<int>(H / 64), 5, &bias2" in src
     b, r = _cuda(p)
     assert len({tuple(sorted(v.items())) for v in r.variants()}) == len(r.variants()) >= 4
