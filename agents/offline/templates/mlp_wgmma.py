@@ -10,8 +10,9 @@ it (each consumer warp arrives on the stage's ``empty`` barrier in every peer CT
 
 Up launch: h = act(x·W1ᵀ + b1), rounded once to the input dtype. Down launch: the hidden width split in
 ``split`` slices (grid z); with one slice the CTA stores out = h·W2ᵀ + b2, with more each slice adds its bf16
-partial into the output by vector reductions (slice 0 adds b2), the output zeroed by the up launch. Each tile
-goes out through shared memory as 16-byte rows. Needs bf16 operands, contiguous rows 16-byte aligned, K and the
+partial into the output (slice 0 adds b2), the output zeroed by the up launch. Each tile goes out through
+shared memory: with ``tma_out`` staged by stmatrix in the output map's swizzled box and sent by one TMA store
+(or one bulk bf16 add reduction), else as 16-byte rows (or bf16x2 vector reductions). Needs bf16 operands, contiguous rows 16-byte aligned, K and the
 hidden width multiples of 64; ``run`` checks and says which. (Session 19's token-major kernel, 64-token tiles
 against the weights on wgmma's N side, was slower at every point measured against this one and is gone.)
 """
