@@ -9,7 +9,8 @@
 #    sent by one TMA store (up) or one bulk bf16 add reduction (down, split-K) from one thread.
 #
 # PART D: correctness and timings over tma_out x pdl, then (pdl and tma_out on, the first variant now)
-#   act_rounded, clusters 2/4, 104-token down tiles in 4 slices, 72-token up tiles, 11 slices for 132 down
+#   act_rounded, clusters 2/4, 104-token down tiles in 4 slices, 72-token up tiles (144 CTAs; 4 stages fit two
+#   an SM: 78 registers a thread), 11 slices for 132 down
 #   CTAs; the Triton file in the same run; if the best point beats it, PART B; then the timeline, B=7 and B=64
 #   correctness. Prediction: up staging 2.99 -> ~0.6 us; stores 0.7 -> ~0.2; down reductions 1.24 -> ~0.6;
 #   block 15.55 -> ~12.5 us, pdl 14.94 -> ~12.
@@ -22,7 +23,7 @@ case "${PART:-D}" in
   D) nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
      KERNELS=0 sweep tma 200 $MLP mlp cuda_cpp 0 '{"tma_out": [true, false], "pdl": [true, false]}' \
          '{"act_rounded": [true]}' '{"cluster": [2, 4]}' '{"down_tokens": [104], "split": [4]}' \
-         '{"tokens": [72], "stages": [6]}' '{"split": [11]}'
+         '{"tokens": [72], "stages": [4, 6]}' '{"split": [11]}'
      KERNELS=0 sweep tri5 60 $MLP mlp triton 0
      best=$(python3 -c "import json; print(min(json.loads(l)['us'] or 1e9 for l in open('$OUT/sweep_tma.jsonl')))")
      tri=$(python3 -c "import json; print(min(json.loads(l)['us'] or 1e9 for l in open('$OUT/sweep_tri5.jsonl')))")
