@@ -9,10 +9,9 @@
 #    sent by one TMA store (up) or one bulk bf16 add reduction (down, split-K) from one thread.
 #
 # PART D: correctness and timings over tma_out x pdl, then (pdl and tma_out on, the first variant now)
-#   act_rounded, clusters 2/4, 104-token down tiles in 4 slices, 72-token up tiles (144 CTAs; 4 stages fit two
-#   an SM: 78 registers a thread), 11 slices for 132 down
-#   CTAs; the Triton file in the same run; if the best point beats it, PART B; then the timeline, B=7 and B=64
-#   correctness. Prediction: up staging 2.99 -> ~0.6 us; stores 0.7 -> ~0.2; down reductions 1.24 -> ~0.6;
+#   act_rounded, clusters 2/4, 104-token down tiles in 4 slices, 72-token up tiles (144 CTAs; in 4 stages two
+#   fit an SM: 78 registers a thread), 11 slices for 132 down CTAs; the Triton file in the same run; if the
+#   best point beats it, PART B; then the timeline, B=7 and B=64 correctness. Prediction: up staging 2.99 -> ~0.6 us; stores 0.7 -> ~0.2; down reductions 1.24 -> ~0.6;
 #   block 15.55 -> ~12.5 us, pdl 14.94 -> ~12.
 # PART B: PLANNED on in this call's copy only, the planned cuda_cpp candidates judged (4 candidates).
 # PART H: every row rejudged (wave22's PART H), MLP_RECORDS/MLP_CANDIDATE naming PART B's record of the MLP.
