@@ -13,8 +13,18 @@
 #   fit an SM: 78 registers a thread), 11 slices for 132 down CTAs; the Triton file in the same run; if the
 #   best point beats it, PART B; then the timeline, B=7 and B=64 correctness. Prediction: up staging 2.99 -> ~0.6 us; stores 0.7 -> ~0.2; down reductions 1.24 -> ~0.6;
 #   block 15.55 -> ~12.5 us, pdl 14.94 -> ~12.
+#   Outcome: correct at all 12 points, B=7 and B=64. Block 12.72, pdl 12.03 (right); without tma_out (gelu_erf
+#   only) 13.22 pdl / 14.05; 72-token up tiles in 6 stages 11.78 (best), in 4 stages 12.16; act_rounded 12.38;
+#   clusters 2 / 4 13.54 / 13.89; 11 slices 12.08; Triton 13.89 in the same run. Timeline: up staging 1.13 us
+#   (half right), stores 0.32, down reductions 0.64 (right); CTA lifetimes 6.50 / 4.70 us (were 8.45 / 5.38).
+#   PART B ran: 4/4 passed, the head judged 12.22 / 12.27 us (1.42x T_b, SOL 0.601).
 # PART B: PLANNED on in this call's copy only, the planned cuda_cpp candidates judged (4 candidates).
-# PART H: every row rejudged (wave22's PART H), MLP_RECORDS/MLP_CANDIDATE naming PART B's record of the MLP.
+# PART H: every row rejudged (wave22's PART H), MLP_RECORDS/MLP_CANDIDATE naming PART B's record of the MLP
+#   (PLANNED on in the working tree: buffers_ab.py finds a candidate among the planned ones).
+#   Outcome, MLP_RECORDS=docs/bench/h200_offline_session21_mlp.jsonl: with the 104-token head the MLP row reads
+#   12.29 us (geomean 1.416x T_b, median SOL 0.602); with MLP_CANDIDATE=mlp_cuda_cpp_tokens72_down_tokens200_
+#   stages6_down_stages6_cluster1_split8_inflight2_pdlTrue_graphTrue_tma_outTrue (the grid's head after this)
+#   11.95 us: geomean 1.415x, 11/16 beat T_b, median SOL 0.606. Both targets met.
 #
 # Device prefix (each call): the .whl/ wheels installed into /tmp/site, PYTHONPATH=/tmp/site:$PWD.
 source bench/h200/lib.sh
