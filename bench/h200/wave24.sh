@@ -25,10 +25,11 @@
 #   12.29 us (geomean 1.416x T_b, median SOL 0.602); with MLP_CANDIDATE=mlp_cuda_cpp_tokens72_down_tokens200_
 #   stages6_down_stages6_cluster1_split8_inflight2_pdlTrue_graphTrue_tma_outTrue (the grid's head after this)
 #   11.95 us: geomean 1.415x, 11/16 beat T_b, median SOL 0.606. Both targets met.
-# PART Q: the other bundled MLP block (quick GELU, K 1024, hidden 4096, 257 tokens), where the CUDA kernels are
-#   now planned first too: correctness and timings against its Triton file. Prediction: correct; 72-token
-#   up tiles give 4 x 64 = 256 up CTAs (two waves at one an SM), so 104 or 128 tokens lead; within ~10% of
-#   the Triton file.
+# PART Q: the other bundled MLP blocks the CUDA kernels take (quick GELU, K 1024, hidden 4096, 257 tokens;
+#   exact GELU at 576 and 1500 tokens), where they are now planned first too: correctness and timings against
+#   their Triton files. Prediction: correct; at 257 tokens within ~10% of the Triton file (72-token tiles:
+#   4 x 64 = 256 up CTAs, two waves, so 104 or 128 lead); at 576 and 1500 tokens slower (weight-stationary
+#   tiles re-read each weight tile once per token tile: 8 and 21 token tiles).
 #
 # Device prefix (each call): the .whl/ wheels installed into /tmp/site, PYTHONPATH=/tmp/site:$PWD.
 source bench/h200/lib.sh
@@ -48,8 +49,10 @@ case "${PART:-D}" in
      KERNELS=0 sweep tma_b64 45 $MLP mlp cuda_cpp 4 '{"cluster": [1, 4]}' ;;
   B) sed -i 's/^PLANNED = False$/PLANNED = True/' agents/offline/templates/mlp_wgmma.py  # this call's copy only
      ONLY=mlp/cuda_cpp CANDIDATES=4 PROBLEM_SECONDS=100 bench mlp 150 docs/bench/h200_tb_fastest_session14_a.jsonl $MLP ;;
-  Q) Q=data/problems/L2/mlp_gelu_quick_k1024_i4096_n1024_tok257_bf16
-     KERNELS=0 sweep quick 200 $Q mlp cuda_cpp 0 '{"tokens": [72, 104, 128]}' '{"tma_out": [false]}' '{"split": [4]}'
-     KERNELS=0 sweep quick_tri 60 $Q mlp triton 0 ;;
+  Q) for q in mlp_gelu_quick_k1024_i4096_n1024_tok257_bf16 mlp_gelu_exact_k1024_i4096_n4096_tok576_bf16 \
+              mlp_gelu_exact_k1280_i5120_n1280_tok1500_bf16; do
+       KERNELS=0 sweep ${q:9:11} 90 data/problems/L2/$q mlp cuda_cpp 0 '{"tokens": [72, 104, 128]}'
+       KERNELS=0 sweep ${q:9:11}_tri 45 data/problems/L2/$q mlp triton 0
+     done ;;
   H) MLP_RECORDS="${MLP_RECORDS:-}" MLP_CANDIDATE="${MLP_CANDIDATE:-}" PART=H bash bench/h200/wave22.sh ;;
 esac
