@@ -12,8 +12,8 @@ Up launch: h = act(x·W1ᵀ + b1), rounded once to the input dtype. Down launch:
 ``split`` slices (grid z); with one slice the CTA stores out = h·W2ᵀ + b2, with more each slice adds its bf16
 partial into the output (slice 0 adds b2), the output zeroed by the up launch. Each tile goes out through
 shared memory: with ``tma_out`` staged by stmatrix in the output map's swizzled box and sent by one TMA store
-(or one bulk bf16 add reduction), else as 16-byte rows (or bf16x2 vector reductions). Needs bf16 operands, contiguous rows 16-byte aligned, K and the
-hidden width multiples of 64; ``run`` checks and says which. (Session 19's token-major kernel, 64-token tiles
+(or one bulk bf16 add reduction), else as 16-byte rows (or bf16x2 vector reductions). Needs bf16 operands,
+contiguous rows 16-byte aligned, K and the hidden width multiples of 64; ``run`` checks and says which. (Session 19's token-major kernel, 64-token tiles
 against the weights on wgmma's N side, was slower at every point measured against this one and is gone.)
 """
 
@@ -214,10 +214,12 @@ constexpr int kBK = 64, kThreads = 160;  // one consumer warpgroup + one produce
 // (consecutive W tiles) need the same A tile: each loads TBOX of its rows and multicasts them, so A crosses
 // from L2 once per cluster. Grid (N / 64, ceil(M / T), slices); slice z takes the K steps
 // [z·steps/slices, (z+1)·steps/slices). EPI 0: C = act(A·Wᵀ + bias), zeroing `zero` when given; 1: C += A·Wᵀ
-// (+ bias on slice 0); 2: C = A·Wᵀ + bias. The tile goes out through shared memory as 16-byte rows (stores, or
-// bf16x2 vector reductions for EPI 1). PDL: the up launch lets the down one be scheduled at once; the down
-// launch, started early, loads its first stages of W (which the up launch does not write) before it waits. W rows past N (a last partial tile, or the CTAs that round
-// the grid up to whole clusters) load as zeros and are not written.
+// (+ bias on slice 0); 2: C = A·Wᵀ + bias. The tile goes out through shared memory: TMA_OUT, one TMA store (a
+// bulk bf16 add reduction for EPI 1) of the tile staged as map_c's box; else 16-byte rows (stores, or bf16x2
+// vector reductions for EPI 1). PDL: the up launch lets the down one be scheduled at once; the down launch,
+// started early, loads its first stages of W (which the up launch does not write) before it waits. W rows past
+// N (a last partial tile, or the CTAs that round the grid up to whole clusters) load as zeros and are not
+// written.
 template <int T, int TBOX, int STAGES, int CM, int EPI, int INFLIGHT, bool PDL, bool ACT_ROUNDED, bool TMA_OUT>
 __global__ void __launch_bounds__(kThreads) gemm_ws(const __grid_constant__ CUtensorMap map_w,
                                                     const __grid_constant__ CUtensorMap map_a,
