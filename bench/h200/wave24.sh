@@ -51,8 +51,8 @@ case "${PART:-D}" in
      ONLY=mlp/cuda_cpp CANDIDATES=4 PROBLEM_SECONDS=100 bench mlp 150 docs/bench/h200_tb_fastest_session14_a.jsonl $MLP ;;
   Q) for q in mlp_gelu_quick_k1024_i4096_n1024_tok257_bf16 mlp_gelu_exact_k1024_i4096_n4096_tok576_bf16 \
               mlp_gelu_exact_k1280_i5120_n1280_tok1500_bf16; do
-       KERNELS=0 sweep ${q:9:11} 90 data/problems/L2/$q mlp cuda_cpp 0 '{"tokens": [72, 104, 128]}'
-       KERNELS=0 sweep ${q:9:11}_tri 45 data/problems/L2/$q mlp triton 0
+       KERNELS=0 sweep ${q:9:11} 75 data/problems/L2/$q mlp cuda_cpp 0 '{"tokens": [72, 104]}'
+       KERNELS=0 sweep ${q:9:11}_tri 40 data/problems/L2/$q mlp triton 0
      done ;;
   H) MLP_RECORDS="${MLP_RECORDS:-}" MLP_CANDIDATE="${MLP_CANDIDATE:-}" PART=H bash bench/h200/wave22.sh ;;
 esac
