@@ -30,6 +30,9 @@
 #   their Triton files. Prediction: correct; at 257 tokens within ~10% of the Triton file (72-token tiles:
 #   4 x 64 = 256 up CTAs, two waves, so 104 or 128 lead); at 576 and 1500 tokens slower (weight-stationary
 #   tiles re-read each weight tile once per token tile: 8 and 21 token tiles).
+#   Outcome: correct on all three; faster than the Triton file on all three (wrong at 576 and 1500 tokens):
+#   quick GELU 24.86 us (104-token tiles 32.35; Triton 28.34), 576 tokens 75.36 (80.56; Triton 79.76),
+#   1500 tokens 114.81 (126.93; Triton 127.84). 72-token up tiles lead everywhere.
 #
 # Device prefix (each call): the .whl/ wheels installed into /tmp/site, PYTHONPATH=/tmp/site:$PWD.
 source bench/h200/lib.sh
