@@ -18,7 +18,8 @@
 #   clusters 2 / 4 13.54 / 13.89; 11 slices 12.08; Triton 13.89 in the same run. Timeline: up staging 1.13 us
 #   (half right), stores 0.32, down reductions 0.64 (right); CTA lifetimes 6.50 / 4.70 us (were 8.45 / 5.38).
 #   PART B ran: 4/4 passed, the head judged 12.22 / 12.27 us (1.42x T_b, SOL 0.601).
-# PART B: PLANNED on in this call's copy only, the planned cuda_cpp candidates judged (4 candidates).
+# PART B: the planned cuda_cpp candidates judged (4 candidates). When it ran, PLANNED was False in the tree and
+#   the call's copy turned it on (a sed, gone now that PLANNED is True).
 # PART H: every row rejudged (wave22's PART H), MLP_RECORDS/MLP_CANDIDATE naming PART B's record of the MLP
 #   (PLANNED on in the working tree: buffers_ab.py finds a candidate among the planned ones).
 #   Outcome, MLP_RECORDS=docs/bench/h200_offline_session21_mlp.jsonl: with the 104-token head the MLP row reads
@@ -33,6 +34,9 @@
 #   Outcome: correct on all three; faster than the Triton file on all three (wrong at 576 and 1500 tokens):
 #   quick GELU 24.86 us (104-token tiles 32.35; Triton 28.34), 576 tokens 75.36 (80.56; Triton 79.76),
 #   1500 tokens 114.81 (126.93; Triton 127.84). 72-token up tiles lead everywhere.
+#
+# After PART H the planned grid's head is the 72-token, 6-stage point: PARTs D and Q rerun now lay their grids
+# over that base, not over the 104-token, 12-stage one they ran on (their tables name the base they used).
 #
 # Device prefix (each call): the .whl/ wheels installed into /tmp/site, PYTHONPATH=/tmp/site:$PWD.
 source bench/h200/lib.sh
@@ -50,8 +54,7 @@ case "${PART:-D}" in
      echo "timeline rc=$?"; cat "$OUT/timeline_tma.md"
      KERNELS=0 sweep tma_b7 45 $MLP mlp cuda_cpp 2 '{"cluster": [1, 4]}'
      KERNELS=0 sweep tma_b64 45 $MLP mlp cuda_cpp 4 '{"cluster": [1, 4]}' ;;
-  B) sed -i 's/^PLANNED = False$/PLANNED = True/' agents/offline/templates/mlp_wgmma.py  # this call's copy only
-     ONLY=mlp/cuda_cpp CANDIDATES=4 PROBLEM_SECONDS=100 bench mlp 150 docs/bench/h200_tb_fastest_session14_a.jsonl $MLP ;;
+  B) ONLY=mlp/cuda_cpp CANDIDATES=4 PROBLEM_SECONDS=100 bench mlp 150 docs/bench/h200_tb_fastest_session14_a.jsonl $MLP ;;
   Q) for q in mlp_gelu_quick_k1024_i4096_n1024_tok257_bf16 mlp_gelu_exact_k1024_i4096_n4096_tok576_bf16 \
               mlp_gelu_exact_k1280_i5120_n1280_tok1500_bf16; do
        KERNELS=0 sweep ${q:9:11} 75 data/problems/L2/$q mlp cuda_cpp 0 '{"tokens": [72, 104]}'
