@@ -35,8 +35,8 @@
 #   quick GELU 24.86 us (104-token tiles 32.35; Triton 28.34), 576 tokens 75.36 (80.56; Triton 79.76),
 #   1500 tokens 114.81 (126.93; Triton 127.84). 72-token up tiles lead everywhere.
 #
-# After PART H the planned grid's head is the 72-token, 6-stage point: PARTs D and Q rerun now lay their grids
-# over that base, not over the 104-token, 12-stage one they ran on (their tables name the base they used).
+# After PART H the planned grid's head is the 72-token, 6-stage point (PART Q ran on it): PART D rerun now lays
+# its grids over that base, not over the 104-token, 12-stage one it ran on (its tables name the base).
 #
 # Device prefix (each call): the .whl/ wheels installed into /tmp/site, PYTHONPATH=/tmp/site:$PWD.
 source bench/h200/lib.sh
