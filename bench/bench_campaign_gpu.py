@@ -73,7 +73,7 @@ def judged_candidates(data_dir: Path) -> tuple[int, int, float, float]:
     """
     import pyarrow.dataset as ds
 
-    traces = data_dir / "traces"
+    traces = data_dir / "tables" / "traces"
     files = [str(p) for p in traces.rglob("part-*.parquet")]
     if not files:
         return 0, 0, 0.0, 0.0

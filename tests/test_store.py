@@ -83,3 +83,13 @@ def test_views_sql_opens_the_same_views_in_a_fresh_duckdb(store):
     con2 = connect(store.data_dir)
     assert n == con2.cursor().sql("SELECT count(*) FROM traces").fetchall()[0][0] >= 3
     con2.close()
+
+
+def test_tables_never_land_in_the_problem_folder_of_the_data_dir(tmp_path):
+    # The bundled problem set lives in data/problems/: a query over a fresh data dir must not write there.
+    problems = tmp_path / "problems" / "L1" / "some_problem"
+    problems.mkdir(parents=True)
+    (problems / "definition.json").write_text("{}")
+    query(tmp_path, "SELECT count(*) AS n FROM problems")
+    assert sorted(p.name for p in (tmp_path / "problems").rglob("*")) == ["L1", "definition.json", "some_problem"]
+    assert (tmp_path / "tables" / "problems" / "_schema.parquet").is_file()

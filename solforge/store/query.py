@@ -12,13 +12,13 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from .schema import TABLES
+from .schema import TABLES, TABLES_DIR
 
 VIEWS_FILE = "views.sql"
 
 
 def _glob(data_dir: Path, table: str) -> str:
-    return (data_dir.resolve() / table / "**" / "*.parquet").as_posix()
+    return (data_dir.resolve() / TABLES_DIR / table / "**" / "*.parquet").as_posix()
 
 
 def views_sql(data_dir: Path | str) -> str:

@@ -150,6 +150,9 @@ DECISIONS = TableSpec(
     key=("run_id", "round", "problem"),
 )
 
+# Tables sit one folder down in the data dir, so none lands in a folder that holds something else (the bundled
+# problem set is data/problems/, which is also the problems table's name).
+TABLES_DIR = "tables"
 TABLES: dict[str, TableSpec] = {t.name: t for t in (RUNS, PROBLEMS, CANDIDATES, TRACES, BASELINES, DECISIONS)}
 
 

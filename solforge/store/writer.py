@@ -1,6 +1,6 @@
 """Append-only Parquet writer: one file per write, atomic, validated, idempotent by key.
 
-Layout: ``<data_dir>/<table>/run_id=<id>/part-<uuid>.parquet`` plus one zero-row ``_schema.parquet`` per
+Layout: ``<data_dir>/tables/<table>/run_id=<id>/part-<uuid>.parquet`` plus one zero-row ``_schema.parquet`` per
 table, so a glob over a table always matches a file (DuckDB raises on an empty glob). A batch that fails
 validation is written to ``<data_dir>/rejected/<table>/run_id=<id>/`` with its report beside it.
 """
@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .schema import TABLES, TableSpec, spec
+from .schema import TABLES, TABLES_DIR, TableSpec, spec
 from .validate import BatchValidator, ValidationReport
 
 SCHEMA_FILE = "_schema.parquet"
@@ -80,21 +80,21 @@ class ResultStore:
         self._lock = threading.Lock()
 
     def table_dir(self, table: str) -> Path:
-        return self.data_dir / spec(table).name
+        return self.data_dir / TABLES_DIR / spec(table).name
 
     def ensure_layout(self) -> None:
         """Write the zero-row schema file of every table that lacks one, and ``views.sql``."""
         from .query import write_views_sql
 
         for t in TABLES.values():
-            f = self.data_dir / t.name / SCHEMA_FILE
+            f = self.table_dir(t.name) / SCHEMA_FILE
             if not f.exists():
                 _atomic_write(t.schema.empty_table(), f)
         write_views_sql(self.data_dir)
 
     def stored_keys(self, table: str, run_id: str) -> set[tuple[Any, ...]]:
         t = spec(table)
-        part = self.data_dir / t.name / f"run_id={check_run_id(run_id)}"
+        part = self.table_dir(t.name) / f"run_id={check_run_id(run_id)}"
         keys: set[tuple[Any, ...]] = set()
         if not part.is_dir():
             return keys
@@ -148,8 +148,8 @@ class ResultStore:
                 _atomic_write(batch, where)
                 _atomic_text(json.dumps(_report_json(report), indent=1, default=str), where.with_suffix(".report.json"))
                 return WriteResult(table=t.name, written=0, skipped=skipped, rejected=where, report=report)
-            path = self.data_dir / t.name / f"run_id={run_id}" / name
-            schema_file = self.data_dir / t.name / SCHEMA_FILE
+            path = self.table_dir(t.name) / f"run_id={run_id}" / name
+            schema_file = self.table_dir(t.name) / SCHEMA_FILE
             if not schema_file.exists():
                 self.ensure_layout()
             _atomic_write(batch, path)
