@@ -22,6 +22,8 @@ import pyarrow.parquet as pq
 
 from .schema import TABLES, TABLES_DIR, TableSpec, spec
 from .validate import BatchValidator, ValidationReport
+from .files import atomic_text
+from .views import write_views_sql
 
 SCHEMA_FILE = "_schema.parquet"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -64,13 +66,6 @@ def _atomic_write(table: pa.Table, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def _atomic_text(text: str, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 class ResultStore:
     """The results store under one data directory. Safe to share between threads of one process."""
 
@@ -84,8 +79,6 @@ class ResultStore:
 
     def ensure_layout(self) -> None:
         """Write the zero-row schema file of every table that lacks one, and ``views.sql``."""
-        from .query import write_views_sql
-
         for t in TABLES.values():
             f = self.table_dir(t.name) / SCHEMA_FILE
             if not f.exists():
@@ -146,7 +139,7 @@ class ResultStore:
             if not report.success:
                 where = self.data_dir / "rejected" / t.name / f"run_id={run_id}" / name
                 _atomic_write(batch, where)
-                _atomic_text(json.dumps(_report_json(report), indent=1, default=str), where.with_suffix(".report.json"))
+                atomic_text(json.dumps(_report_json(report), indent=1, default=str), where.with_suffix(".report.json"))
                 return WriteResult(table=t.name, written=0, skipped=skipped, rejected=where, report=report)
             path = self.table_dir(t.name) / f"run_id={run_id}" / name
             schema_file = self.table_dir(t.name) / SCHEMA_FILE
@@ -159,7 +152,7 @@ class ResultStore:
         where = self.data_dir / "rejected" / t.name / f"run_id={run_id}" / f"part-{uuid.uuid4().hex}.report.json"
         report = ValidationReport(table=t.name, success=False, failed=(f"schema: {error}",))
         payload = _report_json(report) | {"rows": rows}
-        _atomic_text(json.dumps(payload, indent=1, default=str), where)
+        atomic_text(json.dumps(payload, indent=1, default=str), where)
         return WriteResult(table=t.name, written=0, skipped=0, rejected=where, report=report)
 
 
