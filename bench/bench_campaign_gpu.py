@@ -8,7 +8,7 @@ share of each GPU (mean NVML utilisation) and the
 throughput ratio to the first GPU set. Writes a Markdown table to --out.
 
     python bench/bench_campaign_gpu.py data/problems/<p1> ... --gpus 0 --gpus 0,1 --max-candidates 4 \
-        --out docs/bench/h200_campaign.md
+        --out /tmp/campaign.md
 """
 
 from __future__ import annotations

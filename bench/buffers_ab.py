@@ -9,7 +9,7 @@ per entry of ``--rounds``, in that order, so drift on the device hits both modes
 mode's median T_k per problem and the difference) and, with ``--json-out PREFIX``, one records file per mode
 (``PREFIX_<mode>.jsonl``, bench_offline_agents' format) for ``offline_table.py``.
 
-    python bench/buffers_ab.py data/problems --records docs/bench/h200_offline_session14_rope.jsonl \\
+    python bench/buffers_ab.py data/problems --records docs/bench/h200_bundled_set.jsonl \\
         --device cuda --timer cupti --rounds shared,private,shared,private -o /tmp/ab.md --json-out /tmp/ab
 """
 

@@ -6,7 +6,7 @@
    as PyTorch candidates, plus on a GPU the CUDA C++ RMSNorm at 4096x4096 (~50 us) and 12288x4096 bf16,
    each judged --repeats times in fresh judge runs; min / median / max of the reported median latency.
 
-Usage:  python bench/judge_overhead.py --device cuda --out docs/bench/judge_overhead.md
+Usage:  python bench/judge_overhead.py --device cuda --out /tmp/judge_overhead.md
         python bench/judge_overhead.py --device cpu --small      (a quick check on a CPU)
 """
 

@@ -6,7 +6,7 @@ directly: Triton kernels that only read S bytes (one partial sum per program) or
 grid of block sizes and warps, each timed by ``sol_bench.timing.time_callable`` exactly as T_b is (flush on,
 ``--timer cupti``), the best of the grid kept. An empty kernel gives the window's fixed cost.
 
-    python bench/memory_floor.py --device cuda --timer cupti -o docs/bench/h200_memory_floor.md
+    python bench/memory_floor.py --device cuda --timer cupti -o /tmp/memory_floor.md
     python bench/memory_floor.py --device cuda --only none --rows 3072 7168 --ladder 1179648
 
 The rows (``ROWS``: bytes read, bytes written) are the offline table's memory-bound problems; ``--only``

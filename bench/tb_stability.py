@@ -2,7 +2,7 @@
 in its own process with its own empty Inductor and Triton caches, as a table (and JSON lines) with the
 kernel configurations Inductor's autotuner kept in each run.
 
-Between sessions the same problem's T_b has read 1.66 and 2.2 µs (RMSNorm h4096), 3.4 and 6.8 (RoPE), 3.58,
+Measured on different days, the same problem's T_b has read 1.66 and 2.2 µs (RMSNorm h4096), 3.4 and 6.8 (RoPE), 3.58,
 3.39 and 2.66 (gelu_tanh), while our kernels held within a few percent. This separates the two explanations:
 the runs of one problem differ in the configs Inductor kept (a compile-time choice), or they keep the same
 configs and still read apart (the device or the timing).

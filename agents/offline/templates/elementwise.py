@@ -36,7 +36,7 @@ ACTS: dict[str, tuple[str, str, str]] = {
                   "0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)))"),
     "gelu_quick": ("v * torch.sigmoid(1.702 * v)", "v * tl.sigmoid(1.702 * v)", "v / (1.f + __expf(-1.702f * v))"),
 }  # fmt: skip
-# Triton for 16-bit outputs with ``fast``: the same forms through tanh.approx.f32 (inline PTX). Session 12's
+# Triton for 16-bit outputs with ``fast``: the same forms through tanh.approx.f32 (inline PTX). The element-wise
 # ladder (bench/memory_floor.py --ladder, 1.18M bf16 elements, 32-bit offsets): copy 2.42 us, gelu_tanh
 # through sigmoid 2.66, through tanh.approx 2.46; judged in this template the two tied (2.7 us; gelu_quick
 # 2.5 vs 2.6). Triton's CPU interpreter has no inline assembly: there the kernel takes the accurate forms.
@@ -48,7 +48,7 @@ TRITON_FAST_ACTS: dict[str, str] = {
 }
 # CUDA for 16-bit outputs: tanh.approx.f32 (one MUFU op, relative error ~2^-11, under a bf16 rounding step)
 # in place of tanhf, expf and the IEEE division; sigmoid(x) = 0.5 + 0.5 tanh(x / 2). fp32 outputs keep the
-# accurate forms above. Fewer instructions, but no faster on the H200 (session 11: gelu_tanh and gelu_quick
+# accurate forms above. Fewer instructions, but no faster on the H200 (gelu_tanh and gelu_quick
 # stayed at 2.7-2.9 us): these kernels wait on memory, not on issue slots.
 CUDA_FAST_ACTS: dict[str, str] = {
     "silu": "v * sigmoid_fast(v)",
@@ -324,7 +324,7 @@ FAMILY = Family(
         Renderer("pytorch", False, {}, render_pytorch),
         Renderer("triton", True, {"block": (1024, 2048, 4096, 512), "num_warps": (4, 8, 2), "fast": (False, True)},
                  render_triton),
-        # Session 11: four vectors a thread read 2.7-2.9 us on gelu_tanh/gelu_quick, behind Triton's 2.6-2.7;
+        # Measured on the H200: four vectors a thread read 2.7-2.9 us on gelu_tanh/gelu_quick, behind Triton's 2.6-2.7;
         # on a 14336-element SwiGLU (a few CTAs) 3.5 us against 1.4: one vector a thread is the other point.
         Renderer("cuda_cpp", True, {"vectors": (4, 1), "threads": (256, 128)}, render_cuda, file=CUDA_FILE),
     ),

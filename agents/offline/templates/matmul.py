@@ -359,7 +359,7 @@ template <int ACT> __device__ __forceinline__ float act_f(float v) {
 }
 // y[m, n] = act(sum_k a[m, k] w[n, k] + bias[n]) for rows m0 .. m0 + MAXM of a; KSPLIT warps per column n,
 // each over its own slice of K, their sums added through shared memory. Decode GEMVs are bound by reading
-// W once: one warp per column left ~4 KB of loads in flight per SM (1.0 TB/s on the H200, session 7), so
+// W once: one warp per column left ~4 KB of loads in flight per SM (1.0 TB/s on the H200), so
 // the K slices and the unrolled loop below put several times more in flight.
 template <typename T, int MAXM, bool VEC, bool HAS_BIAS, int ACT, int KSPLIT>
 __global__ void gemv_cols(const T* __restrict__ a, const T* __restrict__ w, const T* __restrict__ bias,
@@ -494,7 +494,7 @@ __device__ __forceinline__ void cta_sum_rows(float (&acc)[R], float (*red)[R]) {
 # Split GEMV: one CTA per (column n, K slice s, block of MAXM rows of a). Each lane loads its VPL 16-byte
 # weight vectors at once, with no loop, so every load of the CTA is in flight together, and the CTA retires.
 # Plain read kernels of that shape read 16 MB in 6.5 us under the judge's dirty L2 flush (bench/memory_floor.py,
-# session 12), where gemv_cols, which walks a column in batches of four loads a lane, took 7.8 us. The launcher
+# H200), where gemv_cols, which walks a column in batches of four loads a lane, took 7.8 us. The launcher
 # makes a slice a whole column where that fits in 8 vectors a lane. Longer rows are split, and their slices
 # are added in the same launch: thread 0 of each CTA stores its partial sums and counts the CTA in; the
 # column's last CTA to arrive adds the partials in slice order (the same sum whichever arrives last), writes y
@@ -589,7 +589,7 @@ static void launch_split_vpl(const at::Tensor& like, const T* a, const T* w, con
 }
 // 16-byte rows (K a multiple of a vector, a and w aligned) take the split kernel with the fewest vectors a lane
 // (1, 2, 4 or 8) that cover a whole row of W: one CTA a column, no partial sums, which measured fastest
-// (session 12: 7.4 us on k8192 at 256 threads x 4 vectors, against 9.3 in 4 KB slices). Rows longer than
+// (H200: 7.4 us on k8192 at 256 threads x 4 vectors, against 9.3 in 4 KB slices). Rows longer than
 // THREADS x 8 vectors are split into slices of that size. Other rows take gemv_cols, one column a CTA.
 template <typename T, bool HAS_BIAS, int ACT, int THREADS>
 void launch_gemv_split(const at::Tensor& like, const T* a, const T* w, const T* bias, T* y, int M, int N, int K,
@@ -651,11 +651,11 @@ GEMM = Family(
             {"bm": (128, 64), "bn": (128, 256), "bk": (64,), "num_warps": (8,), "stages": (3, 4)},
             render_gemm_triton,
         ),  # fmt: skip
-        # Session 12 (one H200, same call): the split kernel with a whole column a CTA led on all three
+        # Measured on one H200, in one call: the split kernel with a whole column a CTA led on all three
         # bundled linears: k4096 11.1 us at 256 threads (gemv_cols 12.4), k8192 7.4 (7.9), linear_bias 3.3 at
         # 512 threads (3.8). gemv_cols stays in the grid behind it. Dropped after measurement: a
-        # streaming kernel of persistent CTAs (session 11: ahead only on k4096, by 4%) and an L2 evict-first
-        # weight stream (session 10: no gain).
+        # streaming kernel of persistent CTAs (ahead only on k4096, by 4%) and an L2 evict-first
+        # weight stream (no gain).
         Renderer("cuda_cpp", True,
                  ({"kernel": ("split",), "threads": (256, 128, 512)},
                   {"kernel": ("cols",), "threads": (128, 256), "ksplit": (4, 8)}),

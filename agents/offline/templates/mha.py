@@ -186,7 +186,7 @@ FAMILY = Family(
         Renderer("pytorch", False, {}, render_pytorch),
         Renderer(
             "triton", True,
-            # first, 6 stages for the projection GEMMs (session 16, in-process: 17.4-17.9 us against 19.8 with 3);
+            # first, 6 stages for the projection GEMMs (in-process on the H200: 17.4-17.9 us against 19.8 with 3);
             # then programmatic dependent launch first (judged: 20.1-21.3 us against 20.8-22.1 without)
             ({"bm": (64,), "bn": (64, 128), "bk": (64,), "num_warps": (4,), "stages": (6,), "block_m": (64,),
               "block_n": (64,), "split": ("auto",), "num_stages": (2,), "graph": (True,), "pdl": (True,),

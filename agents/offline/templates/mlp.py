@@ -288,12 +288,12 @@ FAMILY = Family(
         Renderer("pytorch", False, {}, render_pytorch),
         Renderer(
             "triton", True,
-            # first, the session-14 sweep's best (bench/template_sweep.py on the bundled vision MLP): tensor-
+            # first, the best of a 96-point sweep (bench/template_sweep.py on the bundled vision MLP): tensor-
             # descriptor loads, the up projection in 64-column tiles over BK 128, the down one in 64x64 tiles
             # over 8 or 4 slices of K, without and with programmatic dependent launch; the slices reduced into
-            # the output by the copy engine, then by element atomics (session 18: 14.0-14.1 us in-process at 8
+            # the output by the copy engine, then by element atomics (H200: 14.0-14.1 us in-process at 8
             # slices without pdl against 16.2 for bf16 partials and a sum kernel; judged 14.2); the partial
-            # sums in bfloat16 (session 17, judged 15.8-16.8 us; 15.8-16.2 at 8 slices without pdl), then in
+            # sums in bfloat16 (judged 15.8-16.8 us; 15.8-16.2 at 8 slices without pdl), then in
             # fp32 (16.6-17.8); then the earlier grid, descriptors first
             ({"bm": (64,), "bn": (64,), "bk": (128,), "num_warps": (4,), "stages": (3,), "tma": (True,),
               "down_bn": (64,), "down_bk": (64,), "down_stages": (4,), "graph": (True,), "split": (8,),
@@ -308,23 +308,23 @@ FAMILY = Family(
               "graph": (True,), "split": ("auto",), "sum_in_launch": (False,)}),
             render_triton,
         ),  # fmt: skip
-        # Session 16 (bench/h200/wave19.sh): the column tiles as given (fit False, 48-96 CTAs of 128x64 to
+        # Measured on the H200, all slower than this grid's head: the column tiles as given (fit False, 48-96 CTAs of 128x64 to
         # 128x128) read 18.2-27 us in-process; the down projection unsplit with 6-10 stages, as cuBLAS runs it,
         # 18.4-25 (judged 18.7-19.4); deeper up-projection pipelines and 256- to 512-column sum programs, no gain.
-        # bk 128 (21.2 us) and 6 stages (18.1) against 18.1-18.2 for this grid's first points (session 13): no
-        # gain from fewer, larger K steps in flight. Session 14's sweep of 96 tilings (tiles, descriptors, 1-8
+        # bk 128 (21.2 us) and 6 stages (18.1) against 18.1-18.2 for this grid's first points then: no
+        # gain from fewer, larger K steps in flight. A sweep of 96 tilings (tiles, descriptors, 1-8
         # slices, in-launch sums) read 17.6-29 us: every kernel stays near its time (up 7.5-7.8, 8-slice down
         # 5.7-6.1, sum 2.3-2.5 us); descriptors gain ~0.5 us.
         # sum_in_launch (the last slice of each tile adds the partials in the same launch) read 25.6 us against
-        # 18.0 us for the two-kernel sum on the bundled vision MLP (session 11): 24 tiles leave the reduction
+        # 18.0 us for the two-kernel sum on the bundled vision MLP: 24 tiles leave the reduction
         # to 24 CTAs at the launch's tail, where the sum kernel spreads it over 197. Kept, tested, not planned.
-        # Session 18 (bench/h200/wave21.sh), with atomic slices (13.8-14.0 us in-process): down tiles of 128 rows
+        # With atomic slices (13.8-14.0 us in-process): down tiles of 128 rows
         # or columns over 4-12 slices 14.3-17.3; 32-row tiles 15.2-21.2; 128-row up tiles 15.2-20.9; W2 asked into
         # L2 by the up projection, the bias loaded before the K loop, h stored through a descriptor: 14.1-15.9;
         # overlap (the down launch started early, its CTAs waiting on arrival counters, mlp_overlap.py)
-        # 15.4-19.3. Kept and tested: overlap; the others were removed after their calls.
+        # 15.4-19.3. Kept and tested: overlap; the others were removed.
         # fused (the whole block as one persistent launch, mlp_fused.py) read 25.8-48 us against 16.8 for this
-        # grid's first point (session 17, bench/h200/wave20.sh): one CTA per SM moves the operands from L2 at
+        # grid's first point: one CTA per SM moves the operands from L2 at
         # ~2 TB/s where the unfused kernels, 2-3 CTAs per SM, reach ~7.5. Kept, tested, not planned.
         Renderer("cuda_cpp", True, WGMMA_GRID, render_cuda_wgmma, file=CUDA_FILE, accepts=wgmma_accepts),
     ),

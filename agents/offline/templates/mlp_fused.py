@@ -1,7 +1,7 @@
 """The MLP block as one persistent Triton launch (``fused``): both GEMMs, the activation and the split-K sum.
 
 Why: at a few hundred tokens each of the three launches of the unfused file (up, split down, sum) is bound by
-its CTAs' short serial K loops and its ramp and tail, not by bandwidth (session 16: up 7.2 us, down 5.8-6.8,
+its CTAs' short serial K loops and its ramp and tail, not by bandwidth (H200: up 7.2 us, down 5.8-6.8,
 sum 1.8-2.5, for a 2.7 us speed-of-light). One launch lets the down projection's slices start as soon as the
 hidden columns they read are written, overlaps them with the rest of the up projection, and (``prefetch``)
 pulls W2 into L2 while the up projection runs; W2 does not depend on the hidden activations.
@@ -26,7 +26,7 @@ The hidden activations are written by ordinary stores and read back through poin
 tensor-descriptor (TMA) read of data another CTA wrote with generic stores would need a proxy fence that
 Triton does not expose. x, W1 and W2 are read-only and go through descriptors under ``tma``.
 
-Measured on the H200 (session 17, bench/h200/wave20.sh, bench/mlp_fused_phases.py): correct, and slower than
+Measured on the H200, each phase also timed alone: correct, and slower than
 the unfused file (25.8-48 us against 16.8 in-process). Both phases' buffers share one CTA's shared memory, so
 one CTA fits an SM, and it moves the operands from L2 at ~1.5-2 TB/s where the unfused launches, 2-3 CTAs per
 SM, reach ~7.5: the time is bytes in flight, not launches. Not in the planned grid.

@@ -1,7 +1,7 @@
 """The MLP block as two launches that overlap (``overlap``): the down projection starts while the up one runs.
 
 Why: at a few hundred tokens each GEMM launch spends a quarter to a third of its time with SMs idle, in its
-ramp and its tail (session 18, Nsight Compute: the up projection 15.9k cycles elapsed against 11.6k active per
+ramp and its tail (Nsight Compute on an H200: the up projection 15.9k cycles elapsed against 11.6k active per
 SM, the down one 12.8k against 8.9k), and the unfused file's down projection cannot start until the up
 projection's last CTA has finished. The one-launch file (mlp_fused.py) overlapped them but held one CTA per SM.
 Here each GEMM keeps its own launch, tiles and occupancy; the down launch is a programmatic dependent launch
@@ -21,7 +21,7 @@ element atomics otherwise. The last down CTA to finish sets every counter back t
 
 Off the GPU (the interpreter) the two launches run one after the other and every wait is already met.
 
-Measured on the H200 (session 18, bench/h200/wave21.sh PARTs O-O3): correct at every point, and slower than the
+Measured on the H200: correct at every point, and slower than the
 unfused file with atomic slices: 15.4-19.3 us against 13.9 in-process. The down launch, started early, ends
 ~2 us after the unfused one would, and the up launch slows 7.1 -> 7.6-7.9 us while the down CTAs poll; spacing
 the polls by nanosleep (200 / 1000 ns) changed nothing. A first version reset its counters in a loop of atomic

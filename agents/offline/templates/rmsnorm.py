@@ -137,7 +137,7 @@ _rmsnorm_launch = _Launcher(_rmsnorm_row)
 _CUDA_VEC_KERNEL = r"""
 // 16-byte path: each thread's VPT vectors of x (and of the weight) are all requested before any is used, then
 // one block reduction. The scalar kernel below read a one-row 4096-wide bf16 call in 7.0 us on the H200
-// (Triton: 1.7, session 10), with 2-byte loads under a bounds test each and the weight read after the reduction.
+// (Triton: 1.7), with 2-byte loads under a bounds test each and the weight read after the reduction.
 template <typename T> __device__ __forceinline__ float rms_elem(const uint4& v, int e) {
   return to_f<T>(reinterpret_cast<const T*>(&v)[e]);
 }
@@ -265,7 +265,7 @@ FAMILY = Family(
     renderers=(
         Renderer("pytorch", False, {"cast_before_weight": (False, True)}, render_pytorch),
         # more warps read faster on one-row calls (more of the row's loads issued at once): 16 was the best of
-        # 4/8/16 on all three bundled RMSNorms in session 10, so it leads, with 32 after it
+        # 4/8/16 on all three bundled RMSNorms on the H200, so it leads, with 32 after it
         Renderer("triton", True, {"cast_before_weight": (False, True), "num_warps": (16, 32, 8, 4)}, render_triton),
         Renderer(
             "cuda_cpp", True, {"cast_before_weight": (False, True), "threads": (256, 128, 512)}, render_cuda,
@@ -280,7 +280,7 @@ FAMILY = Family(
 # the judge provides. The rsqrt.approx PTX is within bf16/fp16 tolerance; for fp32 outputs with tight
 # tolerances the Triton variant (exact rsqrt) is the safer pick.
 #
-# Tried and removed (session 13, H200, one-token rows of 3072 / 4096 / 7168; records in docs/bench/*session13*):
+# Tried and removed (H200, one-token rows of 3072 / 4096 / 7168):
 # a row in slices, to escape the ~0.5 us a one-program reduction costs over x * w (bench/memory_floor.py
 # --rows). Triton slices that each summed the whole row themselves read 1.66-1.70 us at 4 warps (whole rows:
 # the same), 2.0-2.6 at 1-2 warps; CUDA slices over a thread-block cluster, sums exchanged through distributed

@@ -295,8 +295,8 @@ __global__ void softmax_chunk_write(const T* __restrict__ x, const float2* __res
 // One launch for both passes (FUSED): a grid-wide barrier between them, for grids the driver confirms are
 // co-resident (cooperative launch; on refusal, the two launches above). The barrier's counters live in the
 // module and return to their start after each barrier, so consecutive launches of any grid size reuse them.
-// The split softmax's second launch cost ~4 µs between the two kernels under the CUPTI window (H200,
-// session 7: 12.3 µs against Inductor's 9.3 µs for one 128k-wide row).
+// The split softmax's second launch cost ~4 µs between the two kernels under the CUPTI window (H200:
+// 12.3 µs against Inductor's 9.3 µs for one 128k-wide row).
 __device__ unsigned int g_softmax_arrived = 0;
 __device__ unsigned int g_softmax_generation = 0;
 
@@ -332,8 +332,8 @@ __global__ void softmax_chunk_fused(const T* __restrict__ x, float2* __restrict_
 // x is read once (softmax_chunk_fused reads it twice). The exchange: CLUSTER, the row's CTAs are one thread-
 // block cluster and read each other's (m, s) from distributed shared memory after a cluster barrier
 // (dsmem_f2); otherwise a cooperative grid, partials in `ws` and grid_barrier. Why: one 128k-wide fp32 row
-// read 6.1 us in softmax_chunk_fused (H200, session 10), 2.4 us being a copy of its bytes
-// (bench/memory_floor.py); a 16-CTA cluster reads it in 4.8 us, the grid in 6.0 (session 15).
+// read 6.1 us in softmax_chunk_fused (H200), 2.4 us being a copy of its bytes
+// (bench/memory_floor.py); a 16-CTA cluster reads it in 4.8 us, the grid in 6.0.
 template <typename T, int NV, bool CLUSTER>
 __global__ void __launch_bounds__(1024) softmax_resident(const T* __restrict__ x, float2* __restrict__ ws,
                                                          T* __restrict__ y, int n_cols, int parts, int slice) {
@@ -551,7 +551,7 @@ SOFTMAX = Family(
     renderers=(
         Renderer("pytorch", False, {}, render_softmax_pytorch),
         Renderer("triton", True, {"num_warps": (4, 8, 16)}, render_softmax_triton),
-        # the row resident in registers first: a cluster a row (one 128k fp32 row, H200, session 15: 16 CTAs of
+        # the row resident in registers first: a cluster a row (one 128k fp32 row, H200: 16 CTAs of
         # 512 threads 4.9 us, of 1024 5.1, 8 CTAs 5.8-6.0; each slice brought in by cp.async.bulk instead: 5.0,
         # and 11% slower at 333 rows), then a cooperative grid (5.8); then the two-pass kernels (fused: 6.1)
         Renderer("cuda_cpp", True,
