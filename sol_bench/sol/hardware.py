@@ -49,6 +49,11 @@ class HardwareModel(BaseModel):
         description="Rate fp32 (and fp64) matmul MACs are priced at; the leaderboard uses bf16 for B200.",
     )
     clock_ghz: float | None = Field(default=None, description="Clock the per-cycle rates assume, if any.")
+    launch_floor_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="Fixed time added to every roofline: the leaderboard's B200 table adds 0.4 us per workload.",
+    )
     source: str = Field(default="", description="Where the numbers come from.")
 
     def mac_rate(self, precision: Precision) -> float:
@@ -93,7 +98,8 @@ B200 = HardwareModel(
     ),
     fp32_matmul_as=Precision.bf16,
     clock_ghz=1.5,
-    source="SOL-ExecBench leaderboard model: 1.5 GHz, per-cycle DRAM bytes and dense MACs",
+    launch_floor_s=0.4e-6,
+    source="SOL-ExecBench leaderboard model: 1.5 GHz, per-cycle DRAM bytes and dense MACs, 0.4 us launch floor",
 )
 
 # Vendor dense peaks (FLOP/s = 2 MACs). fp32 here is CUDA-core FMA; fp32 matmuls are priced at bf16 like the

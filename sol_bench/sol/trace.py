@@ -50,6 +50,28 @@ SCATTERS = _overloads(
 )  # fmt: skip
 OVERWRITES = _overloads("copy_", "fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_")
 
+# Grouped matmuls whose groups split the rows by an offsets tensor: only the groups that own rows read
+# their weights, and which ones do is data (the routing).
+GROUPED_MM = _overloads("_grouped_mm", "_scaled_grouped_mm", "_scaled_grouped_mm_v2")
+
+# Scaled (fp8/fp4) matmuls: CPU has kernels for few of their scale layouts (none for blocked nvfp4 scales).
+SCALED_MM = _overloads("_scaled_mm", "_scaled_mm_v2")
+
+
+def _stand_in_scaled_mm(func, args, kwargs) -> torch.Tensor:
+    """Output of a scaled matmul the tracing device cannot run: right shape and dtype, seeded random values.
+
+    Only MACs and bytes are wanted from it; code after it that branches on values (top-k routing) sees
+    values spread like a real product's, not ties."""
+    from . import macs as rules
+
+    bound = rules.bind(func, args, kwargs)
+    a, b = bound["self"], bound["mat2"]
+    dtype = bound.get("out_dtype") or torch.bfloat16
+    gen = torch.Generator(device=a.device).manual_seed(0)
+    shape = (*a.shape[:-1], b.shape[-1])
+    return torch.randn(shape, generator=gen, device=a.device, dtype=torch.float32).to(dtype)
+
 
 @dataclass
 class InputUse:
@@ -91,6 +113,7 @@ class GraphCounter:
     quantised_dtypes: set[torch.dtype] = field(default_factory=set)
     inputs: dict[int, InputUse] = field(default_factory=dict)
     ops: int = 0
+    data_dependent: bool = False
     _suppress: int = 0
 
     def register_input(self, name: str, t: torch.Tensor) -> None:
@@ -146,6 +169,19 @@ def _tensors(x: Any) -> list[torch.Tensor]:
     return [v for v in tree_leaves(x) if isinstance(v, torch.Tensor)]
 
 
+def _groups_read(bound: dict[str, Any]) -> int | None:
+    """Groups of a row-split grouped matmul that own rows: counted from real offsets, bounded on meta."""
+    a, b, offs = bound.get("self"), bound.get("mat2"), bound.get("offs")
+    if offs is None or not isinstance(a, torch.Tensor) or a.dim() != 2 or b.dim() != 3:
+        return None
+    groups = int(b.shape[0])
+    if offs.device.type == "meta":
+        return min(groups, int(a.shape[0]))  # every row meets one group: no more groups than rows
+    ends = offs.to(torch.int64).tolist()
+    starts = [0, *ends[:-1]]
+    return sum(1 for lo, hi in zip(starts, ends) if hi > lo)
+
+
 def _scatter_values(func, bound: dict[str, Any], dest: torch.Tensor) -> int:
     """Values a scatter-like op writes into ``dest``."""
     name = func._schema.name.split("::")[-1]
@@ -180,7 +216,12 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except (RuntimeError, ValueError, NotImplementedError):
+            if func not in SCALED_MM:
+                raise
+            out = _stand_in_scaled_mm(func, args, kwargs)
         self._record(func, args, kwargs, out)
         return out
 
@@ -196,6 +237,9 @@ class _Recorder(TorchDispatchMode):
         if getattr(func, "is_view", False) or func in NO_READ or not c.inputs:
             return
         bound = mac_rules.bind(func, args, kwargs)
+        hit = _groups_read(bound) if func in GROUPED_MM else None
+        if hit is not None:
+            c.data_dependent = True
         for arg in func._schema.arguments:
             value = bound.get(arg.name)
             tensors = _tensors(value)
@@ -215,6 +259,8 @@ class _Recorder(TorchDispatchMode):
                         c.write(t, t.numel())
                 elif func in GATHERS and arg.name in ("self", "weight", "input"):
                     c.gather(t, sum(o.numel() for o in _tensors(out)[:1]))
+                elif hit is not None and arg.name == "mat2":
+                    c.gather(t, hit * (t.numel() // max(int(t.shape[0]), 1)))
                 else:
                     c.read(t)
 

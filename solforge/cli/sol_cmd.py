@@ -48,7 +48,7 @@ _HEADER = "  ".join(
 )  # fmt: skip
 @click.option("--cache-dir", type=click.Path(path_type=Path), help="Cache of measured profiles [~/.cache/solforge].")
 @click.option(
-    "--real-cap-mib", default=256, show_default=True,
+    "--real-cap-mib", default=1024, show_default=True,
     help="References that need real data (nonzero, .item()) run on --device when their inputs fit this.",
 )  # fmt: skip
 @json_option
