@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from solforge.store.stats import aggregates, problem_results
@@ -56,4 +57,22 @@ def report(run_id: str, data_dir: str | None = None) -> dict[str, Any]:
                               description=f"run {run_id}: best result per problem")
     create_markdown_artifact(key=artifact_key("report", run_id), markdown=out["markdown"],
                              description=f"run {run_id}: per-problem table and aggregates")
+    if out["problems"]:
+        out["html"] = html_report(str(resolve_data_dir(data_dir)), run_id)
     return out
+
+
+def html_report(store_dir: str, run_id: str) -> str | None:
+    """Write the run's HTML report under <data dir>/reports/<run id>/ and link it from an artifact. A report
+    that fails to render is logged, not raised: the run's results are stored whatever the page does."""
+    from solforge.report import build_report
+
+    try:
+        index = build_report(store_dir, Path(store_dir) / "reports" / run_id, [run_id]).resolve()
+    except Exception as e:  # noqa: BLE001 - any rendering failure: the campaign's results still stand
+        get_run_logger().warning(f"HTML report of run {run_id} not written: {type(e).__name__}: {e}")
+        return None
+    create_markdown_artifact(key=artifact_key("html-report", run_id),
+                             markdown=f"[HTML report of run `{run_id}`]({index.as_uri()})\n\n`{index}`",
+                             description=f"run {run_id}: the HTML report (figures, winners and their sources)")
+    return str(index)

@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "run_cmd",
     "sql_cmd",
     "serve_cmd",
+    "report_cmd",
+    "export_cmd",
 )
 
 
