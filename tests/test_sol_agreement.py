@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests/fixtures/problems/rmsnorm_small"
 
@@ -54,3 +56,30 @@ def test_published_file_without_values_names_the_file(tmp_path):
     res = _run(str(FIXTURE), "--published", str(bad))
     assert res.returncode != 0
     assert "bad.csv: record 1: needs 'uuid'" in res.stderr
+
+
+def _module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sol_agreement", REPO / "bench/sol_agreement.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_value_rounded_to_its_last_digit_agrees_within_that_rounding(tmp_path):
+    mod = _module()
+    assert mod.resolution("0.0005") == pytest.approx(1e-4)
+    assert mod.resolution("0.0028788") == pytest.approx(1e-7)
+    assert mod.resolution("5e-4") == 0.0
+    pub = tmp_path / "p.jsonl"
+    pub.write_text('{"uuid": "a", "b200_sol_ms": 0.0005}\n{"uuid": "b", "t_sol_us": 0.5}\n')
+    published = mod.read_published(pub)
+    assert published["a"] == pytest.approx((0.0005, 1e-4))
+    assert published["b"] == pytest.approx((0.0005, 1e-4))  # 0.5 us printed to 0.1 us
+    near = mod.Row("a", "p", 0.00054, published["a"][0], resolution_ms=published["a"][1])  # +8%, but 0.00054 prints as 0.0005
+    far = mod.Row("a", "p", 0.00056, published["a"][0], resolution_ms=published["a"][1])  # prints as 0.0006
+    assert abs(near.rel_error) > 0.05 and near.agrees(0.05)
+    assert not far.agrees(0.05)
+    assert mod.rounded_share([near, far], 0.05) == 0.5

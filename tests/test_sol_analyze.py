@@ -77,9 +77,21 @@ def test_linear_with_bias_counts_weights_once_and_fp32_priced_at_bf16_on_b200():
     )
     r = analyze_workload(d, wl(), B200)
     assert r.macs == 2 * 32 * 512 * 1024
-    assert r.bytes == 4 * (32 * 512 + 1024 * 512 + 1024 + 32 * 1024)
+    elements = 32 * 512 + 1024 * 512 + 1024 + 32 * 1024
+    # The leaderboard's B200 table prices an all-fp32 problem wholly as 16-bit: MAC rate and 2 B per element.
+    assert r.bytes == 2 * elements
+    assert r.input_bytes["w"] == 4 * 1024 * 512  # what the trace saw stays physical
     assert r.precision is Precision.fp32
     assert r.t_compute_ms == pytest.approx(r.macs / B200_BF16 * 1e3)
+    assert analyze_workload(d, wl(), H200).bytes == 4 * elements  # vendor models keep each tensor's width
+
+
+def test_fp32_tensors_of_a_16_bit_problem_keep_their_width_on_b200():
+    ref = "import torch\ndef run(x, s):\n    return (x.float() * s).to(torch.bfloat16)\n"
+    d = make({"x": spec(["64", "256"]), "s": spec(["64", "256"], "float32")}, {"y": spec(["64", "256"])}, ref)
+    r = analyze_workload(d, wl(), B200)
+    assert r.precision is Precision.bf16
+    assert r.bytes == 64 * 256 * (2 + 4 + 2)
 
 
 ATTN_REF = (

@@ -136,13 +136,15 @@ def _meta_inputs(definition: Definition, workload: Workload, reference: Referenc
     return out
 
 
-def _outputs_bytes(definition: Definition, env: dict[str, int], returned: Any, counter: GraphCounter) -> int:
-    """Bytes of the final outputs; an output that is an input updated in place was counted as written."""
+def _outputs_traffic(
+    definition: Definition, env: dict[str, int], returned: Any, counter: GraphCounter
+) -> list[tuple[torch.dtype, int]]:
+    """(dtype, bytes) of each final output; an output that is an input updated in place was counted as written."""
     if isinstance(returned, dict):
         returned = list(returned.values())
     outs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
     specs = list(definition.outputs.values())
-    total = 0
+    traffic = []
     for i, out in enumerate(outs):
         if not isinstance(out, torch.Tensor):
             continue
@@ -150,15 +152,28 @@ def _outputs_bytes(definition: Definition, env: dict[str, int], returned: Any, c
         if use is not None and use.written:
             continue
         if len(outs) == len(specs):
-            total += dtypes.nbytes(specs[i].dtype, specs[i].concrete_shape(env))
+            spec = specs[i]
+            traffic.append((dtypes.to_torch(spec.dtype), dtypes.nbytes(spec.dtype, spec.concrete_shape(env))))
         else:
-            total += out.numel() * out.element_size()
-    return total
+            traffic.append((out.dtype, out.numel() * out.element_size()))
+    return traffic
+
+
+def priced_bytes(traffic: list[tuple[torch.dtype | None, int]], precision: Precision, hardware: HardwareModel) -> int:
+    """Fused DRAM bytes of ``traffic`` under ``hardware``'s byte pricing.
+
+    Each tensor counts at its own width, except that a model with ``fp32_problem_bytes`` prices the fp32
+    tensors of a problem whose precision is fp32 at that many bytes per element (the leaderboard's B200 table
+    prices an all-fp32 problem wholly as 16-bit: MAC rate and bytes)."""
+    width = hardware.fp32_problem_bytes
+    scale = width / 4 if width is not None and precision in (Precision.fp32, Precision.fp64) else 1.0
+    return int(sum(n * scale if dtype == torch.float32 else n for dtype, n in traffic))
 
 
 def _trace(
     definition: Definition, workload: Workload, reference: Reference, inputs: dict[str, Any], device: str
-) -> tuple[GraphCounter, int]:
+) -> tuple[GraphCounter, list[tuple[torch.dtype | None, int]]]:
+    """Counts of one call and its DRAM traffic as (dtype, bytes): inputs read or written, then final outputs."""
     counter = GraphCounter()
     for name, value in inputs.items():
         if isinstance(value, torch.Tensor):
@@ -166,9 +181,11 @@ def _trace(
     with recording(counter, device):
         returned = reference.run(*inputs.values())
     env = definition.resolve_axes(workload.axes)
-    nbytes = sum(u.read_bytes() + u.written_bytes() for u in counter.inputs.values())
-    nbytes += _outputs_bytes(definition, env, returned, counter)
-    return counter, nbytes
+    traffic: list[tuple[torch.dtype | None, int]] = [
+        (u.dtype, u.read_bytes() + u.written_bytes()) for u in counter.inputs.values()
+    ]
+    traffic += _outputs_traffic(definition, env, returned, counter)
+    return counter, traffic
 
 
 def analyze_workload(
@@ -191,7 +208,7 @@ def analyze_workload(
     method: Literal["meta", "real"] = "meta"
     try:
         inputs = _meta_inputs(definition, workload, reference)
-        counter, nbytes = _trace(definition, workload, reference, inputs, "meta")
+        counter, traffic = _trace(definition, workload, reference, inputs, "meta")
     # Any failure on meta tensors (data-dependent ops, ops with no meta kernel, reference code that inspects
     # values) is retried on real inputs below, or reported with its cause; it never yields a result.
     except Exception as meta_error:  # noqa: BLE001
@@ -209,7 +226,7 @@ def analyze_workload(
         try:
             with on_device(real_device):
                 inputs = make_inputs(definition, workload, real_device, seed, reference=reference, ctx=ctx)
-            counter, nbytes = _trace(definition, workload, reference, inputs, real_device)
+            counter, traffic = _trace(definition, workload, reference, inputs, real_device)
         except InputError:
             raise
         except Exception as real_error:  # noqa: BLE001 - reported with both causes
@@ -223,9 +240,10 @@ def analyze_workload(
         if _declared_input_bytes(definition, definition.resolve_axes(workload.axes)) <= real_cap_bytes:
             with on_device(real_device):
                 inputs = make_inputs(definition, workload, real_device, seed, reference=reference, ctx=ctx)
-            counter, nbytes = _trace(definition, workload, reference, inputs, real_device)
+            counter, traffic = _trace(definition, workload, reference, inputs, real_device)
             method = "real"
     precision = detect_precision(definition, counter)
+    nbytes = priced_bytes(traffic, precision, hardware)
     result = roofline(definition, workload, counter.macs, nbytes, precision, hardware)
     per_input = {u.name: u.read_bytes() + u.written_bytes() for u in counter.inputs.values()}
     return result.model_copy(update={"method": method, "input_bytes": per_input})
@@ -241,4 +259,7 @@ def analyze_problem(problem: Problem, hardware: HardwareModel, **options: Any) -
     ]
 
 
-__all__ = ["SolAnalysisError", "SolResult", "analyze_problem", "analyze_workload", "detect_precision", "roofline"]
+__all__ = [
+    "SolAnalysisError", "SolResult", "analyze_problem", "analyze_workload", "detect_precision", "priced_bytes",
+    "roofline",
+]  # fmt: skip

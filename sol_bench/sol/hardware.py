@@ -48,6 +48,12 @@ class HardwareModel(BaseModel):
         default=Precision.bf16,
         description="Rate fp32 (and fp64) matmul MACs are priced at; the leaderboard uses bf16 for B200.",
     )
+    fp32_problem_bytes: float | None = Field(
+        default=None,
+        gt=0,
+        description="Bytes per element for the fp32 tensors of a problem priced at fp32 precision; None: 4. "
+        "The leaderboard's B200 table prices all-fp32 problems wholly as 16-bit (2).",
+    )
     clock_ghz: float | None = Field(default=None, description="Clock the per-cycle rates assume, if any.")
     launch_floor_s: float = Field(
         default=0.0,
@@ -97,6 +103,7 @@ B200 = HardwareModel(
         _B200_CLOCK, nvfp4=2_415_000, fp8=1_207_501, bf16=603_751, fp16=603_751, tf32=301_875, fp32=40_251
     ),
     fp32_matmul_as=Precision.bf16,
+    fp32_problem_bytes=2,
     clock_ghz=1.5,
     launch_floor_s=0.4e-6,
     source="SOL-ExecBench leaderboard model: 1.5 GHz, per-cycle DRAM bytes and dense MACs, 0.4 us launch floor",

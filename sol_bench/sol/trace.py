@@ -79,6 +79,7 @@ class InputUse:
 
     name: str
     size: int
+    dtype: torch.dtype | None = None
     intervals: list[tuple[int, int]] = field(default_factory=list)
     strided: dict[tuple, int] = field(default_factory=dict)
     gathered: int = 0
@@ -119,7 +120,7 @@ class GraphCounter:
     def register_input(self, name: str, t: torch.Tensor) -> None:
         key = _storage_key(t)
         if key not in self.inputs:
-            self.inputs[key] = InputUse(name=name, size=t.numel() * t.element_size())
+            self.inputs[key] = InputUse(name=name, size=t.numel() * t.element_size(), dtype=t.dtype)
 
     def use_of(self, t: torch.Tensor) -> InputUse | None:
         return self.inputs.get(_storage_key(t))
