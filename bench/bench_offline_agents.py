@@ -8,6 +8,9 @@ the trace carries T_SOL). ``--confirm N`` judges each problem's best N more time
 reports the median of those runs, since on a GPU a launch-bound candidate's judged time varies from one
 worker process to the next and the best of several candidates is otherwise the luckiest draw.
 
+One problem's failure (a directory that does not load, an agent or judge error) is reported in its row
+and on stderr, and the other problems still run; the exit status is then 1.
+
     python bench/bench_offline_agents.py tests/fixtures/problems --device cpu --max-candidates 3 -o /tmp/t.md
     python bench/bench_offline_agents.py data/problems --device cuda --max-candidates 24 -o docs/offline_h200.md
 """
@@ -69,8 +72,11 @@ def judge(problem: Problem, solution_json: str, config: JudgeConfig, baselines: 
     t0 = time.monotonic()
     try:
         traces = [t.model_dump(mode="json") for t in evaluate(problem, Solution.model_validate_json(solution_json), config)]
-    except JudgeError as e:
-        return Result(name, [f"JUDGE_ERROR({str(e).splitlines()[0][:120]})"], [], [], [], seconds=time.monotonic() - t0)
+    except Exception as e:  # noqa: BLE001 - JudgeError above all; one candidate's judge failure is its row
+        kind = "JUDGE_ERROR" if isinstance(e, JudgeError) else type(e).__name__
+        first = (str(e).splitlines() or [""])[0][:120]
+        return Result(name, [f"{kind}({first})"], [], [], [], reasons=[f"{kind}: {first}"],
+                      seconds=time.monotonic() - t0)  # fmt: skip
     res = Result(name, [], [], [], [], seconds=time.monotonic() - t0)
     for trace in traces:
         ev = trace["evaluation"]
@@ -140,8 +146,12 @@ def prebuild(
     depend on feedback are simply built on demand.
     """
     probe_on = probe_on or {}
-    todo = [sol for problem in problems
-            for sol in likely_candidates(problem, device, per_problem, only_groups, probe_on.get(problem.name))]
+    todo = []
+    for problem in problems:
+        try:
+            todo += likely_candidates(problem, device, per_problem, only_groups, probe_on.get(problem.name))
+        except Exception as e:  # noqa: BLE001 - judged later, where the error is reported in the problem's row
+            print(f"{problem.name}: not prebuilt: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
     build_all(todo, device, jobs, timeout_s)
 
 
@@ -201,7 +211,8 @@ def summary(records: list[dict], title: str) -> str:
     for r in records:
         n_pass = f"{r['passed']}/{r['tried']}"
         if r.get("best") is None:
-            rows.append(f"| {r['problem']} | – (none passed) | {n_pass} | – | – | – |")
+            why = f"failed: {r['error'][:120]}" if r.get("error") else "none passed"
+            rows.append(f"| {r['problem']} | – ({why.replace('|', '/')}) | {n_pass} | – | – | – |")
             continue
         g, tb, sol = r.get("speedup"), r.get("vs_tb"), r.get("sol_score")
         best_speedups += [g] if g else []
@@ -222,6 +233,62 @@ def summary(records: list[dict], title: str) -> str:
         "|---|---|---|---|---|---|",
         *rows,
     ]) + "\n"  # fmt: skip
+
+
+def run_problem(problem: Problem, whole: Problem, args: argparse.Namespace, config: JudgeConfig,
+                baselines: dict[str, float]) -> dict:  # fmt: skip
+    """The offline agent's candidates for one problem, judged; its record. An agent that raises ends this
+    problem's search with what was judged so far, its error in the record."""
+    agent = OfflineAgent(max_candidates=args.max_candidates, only_groups=tuple(args.only_groups))
+    agent.probe_with(whole)
+    history: list[AttemptFeedback] = []
+    results: list[Result] = []
+    sources: dict[str, str] = {}
+    failed: dict[str, str] = {}
+    t0 = time.monotonic()
+    while True:
+        try:
+            cand = agent.propose(problem, history, args.device)
+        except Exception as e:  # noqa: BLE001 - planning failed; keep what was judged
+            failed["error"] = f"agent: {type(e).__name__}: {e}"
+            print(f"{problem.name}: {failed['error']}", file=sys.stderr, flush=True)
+            break
+        if cand is None:
+            break
+        sources[cand.solution.name] = cand.solution.model_dump_json()
+        r = judge(problem, sources[cand.solution.name], config, baselines)
+        results.append(r)
+        fb = tuple(WorkloadFeedback(w.uuid, s, latency_ms=r.latencies.get(w.uuid))  # the search climbs on these
+                   for w, s in zip(problem.workloads, r.statuses))
+        history.append(AttemptFeedback(cand.solution.name, cand.solution, fb))
+        lat = ", ".join(f"{v:.4f}" for v in r.latencies.values())
+        print(f"{problem.name}: {cand.solution.name}: {sorted(set(r.statuses))} "
+              f"speedup {fmt(geomean(r.speedups))} T_k ms {lat or '–'} ({r.seconds:.0f} s)", flush=True)  # fmt: skip
+        for why in dict.fromkeys(r.reasons):
+            print(f"  {why}", flush=True)
+        if args.problem_seconds and time.monotonic() - t0 > args.problem_seconds:
+            break
+    for name, why in agent.not_exported(problem).items():
+        print(f"{problem.name}: {name}: not exported: {why}", flush=True)
+    passing = [r for r in results if r.passed]
+    # the fastest by the judge's latency: the eager time behind speedup is re-measured (and noisy) per run
+    best = min(passing, key=lambda r: geomean(list(r.latencies.values())) or math.inf, default=None)
+    if best is None:
+        return {"problem": problem.name, "best": None, "passed": 0, "tried": len(results), **failed}
+    runs_ms = None
+    if args.confirm > 0:
+        best, runs_ms = confirm(problem, best, sources[best.name], args.confirm, config, baselines)
+        print(f"{problem.name}: {best.name} judged {len(runs_ms)} times, ms: "
+              + " ".join("failed" if "failed" in x else f"{geomean(list(x.values())):.4f}" for x in runs_ms),
+              flush=True)  # fmt: skip
+        for why in dict.fromkeys(w for x in runs_ms for w in x.get("reasons", [])):
+            print(f"  {why}", flush=True)
+    sol = sorted(best.sol)[len(best.sol) // 2] if best.sol else None
+    return {"problem": problem.name, "best": best.name.removeprefix(problem.name + "__"), "passed": len(passing),
+            "tried": len(results), "speedup": geomean(best.speedups), "vs_tb": geomean(best.vs_tb),
+            "sol_score": sol, "latencies_ms": best.latencies,
+            "tried_ms": {r.name.removeprefix(problem.name + "__"): r.latencies for r in results},
+            "host_bound": best.host_bound, **({"runs_ms": runs_ms} if runs_ms else {}), **failed}  # fmt: skip
 
 
 def main() -> int:
@@ -275,7 +342,14 @@ def main() -> int:
 
     config = JudgeConfig(device=args.device, timeout_s=float(args.timeout), staging_root=REPO / "kernels_tmp",
                          launch_preroll_us=args.preroll_us, timer=args.timer, buffers=args.buffers)  # fmt: skip
-    problems = [load_problem(d) for root in args.problems for d in find_problems(root)]
+    problems = []
+    for d in (d for root in args.problems for d in find_problems(root)):
+        try:
+            problems.append(load_problem(d))
+        except Exception as e:  # noqa: BLE001 - reported in its row; the other problems run
+            print(f"skipped: {e}", file=sys.stderr, flush=True)
+            if str(d) not in done:
+                save({"problem": str(d), "best": None, "passed": 0, "tried": 0, "error": str(e)})
     problems = [p for p in problems if p.name not in done]
     whole = {p.name: p for p in problems}  # templates bind on the smallest workloads, whichever are judged
     if args.max_workloads:
@@ -284,53 +358,16 @@ def main() -> int:
         prebuild(problems, args.device, args.max_candidates, args.prebuild_jobs, only_groups=tuple(args.only_groups),
                  probe_on=whole)
     for problem in problems:
-        agent = OfflineAgent(max_candidates=args.max_candidates, only_groups=tuple(args.only_groups))
-        agent.probe_with(whole[problem.name])
-        history: list[AttemptFeedback] = []
-        results: list[Result] = []
-        sources: dict[str, str] = {}
-        t0 = time.monotonic()
-        while (cand := agent.propose(problem, history, args.device)) is not None:
-            sources[cand.solution.name] = cand.solution.model_dump_json()
-            r = judge(problem, sources[cand.solution.name], config, baselines)
-            results.append(r)
-            fb = tuple(WorkloadFeedback(w.uuid, s, latency_ms=r.latencies.get(w.uuid))  # the search climbs on these
-                       for w, s in zip(problem.workloads, r.statuses))
-            history.append(AttemptFeedback(cand.solution.name, cand.solution, fb))
-            lat = ", ".join(f"{v:.4f}" for v in r.latencies.values())
-            print(f"{problem.name}: {cand.solution.name}: {sorted(set(r.statuses))} "
-                  f"speedup {fmt(geomean(r.speedups))} T_k ms {lat or '–'} ({r.seconds:.0f} s)", flush=True)  # fmt: skip
-            for why in dict.fromkeys(r.reasons):
-                print(f"  {why}", flush=True)
-            if args.problem_seconds and time.monotonic() - t0 > args.problem_seconds:
-                break
-        for name, why in agent.not_exported(problem).items():
-            print(f"{problem.name}: {name}: not exported: {why}", flush=True)
-        passing = [r for r in results if r.passed]
-        # the fastest by the judge's latency: the eager time behind speedup is re-measured (and noisy) per run
-        best = min(passing, key=lambda r: geomean(list(r.latencies.values())) or math.inf, default=None)
-        if best is None:
-            save({"problem": problem.name, "best": None, "passed": 0, "tried": len(results)})
-            continue
-        runs_ms = None
-        if args.confirm > 0:
-            best, runs_ms = confirm(problem, best, sources[best.name], args.confirm, config, baselines)
-            print(f"{problem.name}: {best.name} judged {len(runs_ms)} times, ms: "
-                  + " ".join("failed" if "failed" in x else f"{geomean(list(x.values())):.4f}" for x in runs_ms),
-                  flush=True)  # fmt: skip
-            for why in dict.fromkeys(w for x in runs_ms for w in x.get("reasons", [])):
-                print(f"  {why}", flush=True)
-        sol = sorted(best.sol)[len(best.sol) // 2] if best.sol else None
-        save({"problem": problem.name, "best": best.name.removeprefix(problem.name + "__"), "passed": len(passing),
-              "tried": len(results), "speedup": geomean(best.speedups), "vs_tb": geomean(best.vs_tb),
-              "sol_score": sol, "latencies_ms": best.latencies,
-              "tried_ms": {r.name.removeprefix(problem.name + "__"): r.latencies for r in results},
-              "host_bound": best.host_bound, **({"runs_ms": runs_ms} if runs_ms else {})})  # fmt: skip
+        try:
+            save(run_problem(problem, whole[problem.name], args, config, baselines))
+        except Exception as e:  # noqa: BLE001 - one problem's failure must not end the bench
+            print(f"{problem.name}: failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            save({"problem": problem.name, "best": None, "passed": 0, "tried": 0, "error": f"{type(e).__name__}: {e}"})
 
     text = summary(records, f"# Offline agents on {', '.join(map(str, args.problems))} ({args.device})")
     args.output.write_text(text)
     print(text)
-    return 0
+    return 1 if any(r.get("error") for r in records) else 0
 
 
 if __name__ == "__main__":

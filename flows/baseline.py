@@ -1,27 +1,47 @@
-"""The baseline flow: measure each problem's T_b (best of eager, torch.compile, CUDA graphs) and store it."""
+"""The baseline flow: measure each problem's T_b (best of eager, torch.compile, CUDA graphs) and store it.
+
+A problem that does not load, or whose baseline cannot be measured, becomes a ``failures`` row with its
+reason; the other problems are still measured.
+"""
 
 from __future__ import annotations
 
-from prefect import flow
+from prefect import flow, get_run_logger
 
 from solforge.judge_client import JudgeOptions
 from solforge.store import ResultStore, check_run_id
 from tasks.benchmark import benchmark_baseline
-from tasks.store import store_rows
+from tasks.generate import describe
+from tasks.store import failure_row, store_failures
 
-from .campaign import expand_problems, new_run_id
+from .campaign import expand_problems, load_problems, new_run_id
 from .runtime import dask_runtime, gpu
 from .runtime import data_dir as resolve_data_dir
 
 
 @flow(name="baseline-rows")
 def _baseline_on(run_id: str, store_dir: str, dirs: list[str], options: JudgeOptions) -> int:
-    stored = []
-    for d in dirs:
+    store, logger = ResultStore(store_dir), get_run_logger()
+    problems, skipped = load_problems(dirs)
+    failures = [failure_row(run_id, sk.path, "load", sk.reason, path=sk.path) for sk in skipped]
+    for sk in skipped:
+        logger.warning(f"problem left out: {sk.reason}")
+    futures = []
+    for p in problems:
         with gpu():
-            rows = benchmark_baseline.submit(run_id, d, store_dir, options)
-        stored.append(store_rows.submit(store_dir, "baselines", rows))
-    return sum(f.result().written for f in stored)
+            futures.append((p, benchmark_baseline.submit(run_id, str(p.path), store_dir, options)))
+    written = 0
+    for p, f in futures:
+        try:
+            rows = f.result()
+        except Exception as e:  # noqa: BLE001 - one problem's failure must not stop the others
+            logger.warning(f"{p.name}: baseline not measured: {describe(e)}")
+            failures.append(failure_row(run_id, p.name, "baseline", describe(e), path=str(p.path)))
+            continue
+        written += store.append("baselines", rows).written
+    if failures:
+        store_failures(store, failures)
+    return written
 
 
 @flow(name="baseline")
@@ -33,7 +53,8 @@ def baseline(
     dask_address: str | None = None,
     timeout_s: float = 60.0,
 ) -> int:
-    """Measure T_b of every problem on the device; store it in ``baselines``; returns the rows written."""
+    """Measure T_b of every problem on the device; store it in ``baselines`` (and what failed in
+    ``failures``); returns the rows written."""
     store_dir = resolve_data_dir(data_dir)
     ResultStore(store_dir).ensure_layout()
     run_id = check_run_id(run_id or "baseline-" + new_run_id())

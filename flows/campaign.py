@@ -4,8 +4,13 @@ About two attempts per device slot are in flight (one judged, one built); as eac
 submitted from the planner's current allocation (flows/schedule.py). When that allocation cannot fill a
 free slot, the planner reads the results tables (DuckDB) again and re-allocates; each of its runs is a
 ``round`` of the ``decisions`` table, every decision stored with its reason. A run stops starting attempts
-when its candidate cap, time or money budget is spent, when the planner stops every problem or when the
-agents have nothing more to try, and ends when the attempts in flight are stored.
+when its time or money budget is spent or when no problem is left: each stops when it reaches the
+candidate cap (per problem), when the planner stops it, when the agent has nothing more to try or when the
+agent failed on it. The run ends when the attempts in flight are stored.
+
+One problem's failure never ends the run: a problem directory that does not load is reported (file and
+field) and left out, an agent error or a judge failure becomes a ``failures`` row (``flows/optimize.py``),
+and so does a baseline that cannot be measured.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import queue
 import sys
 import time
 import uuid
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,7 @@ from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field
 
 from agents.base import ProblemStats
+from sol_bench.errors import InputError
 from sol_bench.problem import Problem, find_problems, load_problem
 from solforge.agent_spec import AgentSpec
 from solforge.judge_client import JudgeOptions, restrict
@@ -32,15 +38,21 @@ from solforge.store import ResultStore, check_run_id
 from solforge.store.query import connect
 from solforge.store.stats import problem_stats
 from tasks.benchmark import benchmark_baseline
-from tasks.store import store_candidate, store_rows, store_traces
+from tasks.generate import describe
+from tasks.store import failure_row, store_failures
 
-from .optimize import Attempt, ProblemState, collect, load_states, submit_attempts, submit_rejudge
+from .optimize import (
+    Attempt, ProblemState, collect, load_states, store_prepared, store_verdict, submit_attempts, submit_rejudge,
+)  # fmt: skip
 from .report import report
 from .runtime import artifact_key, dask_runtime, gpu
 from .runtime import data_dir as resolve_data_dir
 from .schedule import Window
 
 DEFAULT_PROBLEMS = "data/problems"
+DEFAULT_CANDIDATES_PER_PROBLEM = 3
+CAP_REACHED = "candidate cap reached"
+NOTHING_MORE = "agent has nothing more to try"
 
 
 class CampaignConfig(BaseModel):
@@ -48,7 +60,7 @@ class CampaignConfig(BaseModel):
     data_dir: str
     problem_dirs: list[str]
     agent: AgentSpec = AgentSpec()
-    max_candidates: int = Field(ge=0)
+    max_candidates: int = Field(ge=0, description="Attempts per problem at most (failed ones included).")
     budget_minutes: float | None = None
     budget_usd: float | None = None
     timeout_s: float = 60.0
@@ -90,6 +102,25 @@ class _Progress:
             sys.stderr.write("\n")
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A problem directory left out of the run, and why (the loader's message names file and field)."""
+
+    path: str
+    reason: str
+
+
+def load_problems(dirs: list[str]) -> tuple[list[Problem], list[Skipped]]:
+    """Every problem that loads; the others with their error, never raised."""
+    problems, skipped = [], []
+    for d in dirs:
+        try:
+            problems.append(load_problem(Path(d)))
+        except Exception as e:  # noqa: BLE001 - an invalid problem is reported and left out, the rest run
+            skipped.append(Skipped(d, str(e) if isinstance(e, InputError) else describe(e)))
+    return problems, skipped
+
+
 def baseline_times(store_dir: str, problem: str, device: str) -> dict[str, float]:
     """Workload uuid -> the latest T_b measured for ``problem`` on ``device`` (empty: eager stands in)."""
     con = connect(store_dir)
@@ -105,11 +136,15 @@ def baseline_times(store_dir: str, problem: str, device: str) -> dict[str, float
 
 
 def _stored_count(store_dir: str, run_id: str) -> tuple[int, float, int]:
+    """Candidates stored by the run, money spent (failed proposals included) and the last planner round."""
     con = connect(store_dir)
     try:
         n, usd = con.sql(
             "SELECT count(*), coalesce(sum(cost_usd), 0) FROM candidates WHERE run_id = ?", params=[run_id]
         ).fetchall()[0]
+        usd += con.sql(
+            "SELECT coalesce(sum(cost_usd), 0) FROM failures WHERE run_id = ?", params=[run_id]
+        ).fetchall()[0][0]
         last = con.sql("SELECT coalesce(max(round), -1) FROM decisions WHERE run_id = ?", params=[run_id]).fetchall()[0][0]
     finally:
         con.close()
@@ -134,11 +169,12 @@ class _Rolling:
         self.planner = RulePlanner()
         self.rnd = first_round
         self.stored = stored  # candidate rows of this run
-        self.undecided = 0  # submitted attempts whose prepare has not said yet whether they made a candidate
         self.stop: str | None = None  # why no more attempts are started
+        self.done: dict[str, str] = {}  # problem -> why it gets no more attempts (cap, agent done or failed)
         self.last_stats: dict[str, ProblemStats] = {}
         self.events: queue.Queue[tuple[Attempt, bool]] = queue.Queue()
         self.unstored: dict[str, Attempt] = {}
+        self.made: dict[str, bool] = {}  # candidate id -> whether its prepare made a candidate
 
     def run(self, t_start: float) -> str:
         while True:
@@ -147,11 +183,25 @@ class _Rolling:
                 break
             a, is_verdict = self.events.get()
             self.handle(a, is_verdict)
-        if self.stop:
-            return self.stop
-        if self.stored >= self.cfg.max_candidates:
-            return "candidate cap reached"
-        return "agents have nothing more to try"
+        return self.stop or self.why_done()
+
+    def why_done(self) -> str:
+        if self.done and all(r.startswith(CAP_REACHED) for r in self.done.values()):
+            return CAP_REACHED
+        if self.done and all(r == NOTHING_MORE for r in self.done.values()):
+            return "agents have nothing more to try"
+        return "every problem is done (cap reached, nothing more to try or the agent failed)"
+
+    def retire(self, problem: str, reason: str) -> None:
+        """No more attempts for ``problem``."""
+        self.done.setdefault(problem, reason)
+        self.window.exhausted.add(problem)
+
+    def capped(self, problem: str) -> bool:
+        if self.states[problem].next_attempt < self.cfg.max_candidates:
+            return False
+        self.retire(problem, f"{CAP_REACHED} ({self.cfg.max_candidates} per problem)")
+        return True
 
     def fill(self, t_start: float) -> None:
         cfg = self.cfg
@@ -159,8 +209,6 @@ class _Rolling:
             if cfg.budget_minutes is not None and (time.monotonic() - t_start) / 60 >= cfg.budget_minutes:
                 self.stop = "time budget spent"
                 return
-            if self.stored + self.undecided >= cfg.max_candidates:
-                return  # the cap may free up again if an attempt in flight makes no candidate
             if self.window.should_plan():
                 self.plan()
                 if self.stop is not None:
@@ -168,27 +216,31 @@ class _Rolling:
             name = self.window.next_problem()
             if name is None:
                 return
+            if self.capped(name):
+                continue
             [a] = submit_attempts(cfg.run_id, self.states[name], 1, cfg.agent, self.options)
             self.window.submitted(name)
-            self.undecided += 1
             self.unstored[a.cid] = a
             for fut, is_verdict in ((a.prepared, False), (a.judged, True)):
                 fut.add_done_callback(lambda _f, a=a, v=is_verdict: self.events.put((a, v)))
 
     def handle(self, a: Attempt, is_verdict: bool) -> None:
-        """Store the candidate when its prepare is done, its traces when its judge is (the candidate row
-        always first, so a resumed run finds every judged candidate)."""
-        generated = a.prepared.result().generated
+        """Store the candidate (or the failure) when its prepare is done, its traces when its judge is (the
+        candidate row always first, so a resumed run finds every judged candidate)."""
         if self.unstored.pop(a.cid, None) is not None:
-            self.undecided -= 1
-            if generated.candidate is None:
-                self.window.exhausted.add(a.problem)
-            elif store_candidate(self.store, self.cfg.run_id, a.cid, a.problem, a.attempt, generated) is not None:
+            generated = store_prepared(self.store, self.cfg.run_id, a)
+            self.made[a.cid] = generated.candidate is not None
+            if generated.candidate is not None:
                 self.stored += 1
+            elif generated.failure is not None:
+                if generated.failure.final:  # asking again would fail the same way
+                    self.retire(a.problem, f"agent failed: {generated.failure.reason}")
+            else:
+                self.retire(a.problem, NOTHING_MORE)
         if is_verdict:
-            store_traces(self.store, a.judged.result())
+            store_verdict(self.store, self.cfg.run_id, a)
             self.window.judged(a.problem)
-            if generated.candidate is not None:  # an agent with nothing more to try made no candidate
+            if self.made.pop(a.cid, False):  # an attempt that made no candidate does not move the bar
                 self.progress.step(f"round {self.rnd - 1}: {a.problem}")
 
     def plan(self) -> None:
@@ -207,11 +259,13 @@ class _Rolling:
                 s = replace(s, recent_gain=self.last_stats[p.name].recent_gain)
             stats.append(s)
         self.last_stats = {s.problem: s for s in stats}
+        for s in stats:
+            self.capped(s.problem)
         live = [s for s in stats if s.problem not in self.window.exhausted]
-        remaining = cfg.max_candidates - self.stored - self.undecided
+        remaining = sum(self.cfg.max_candidates - self.states[s.problem].next_attempt for s in live)
         alloc = self.planner.allocate(live, min(remaining, max(len(self.problems), 2 * self.gpu_slots)))
         self.window.new_plan(alloc.attempts)
-        reasons = dict(alloc.reasons) | {p: "agent has nothing more to try" for p in self.window.exhausted}
+        reasons = dict(alloc.reasons) | self.done
         self.store.append("decisions", [
             {"run_id": cfg.run_id, "round": self.rnd, "problem": s.problem, "attempts": alloc.attempts.get(s.problem, 0),
              "stopped": s.problem in alloc.stopped or s.problem in self.window.exhausted,
@@ -226,7 +280,7 @@ class _Rolling:
         )
         self.rnd += 1
         if sum(alloc.attempts.values()) == 0:
-            self.stop = "agents have nothing more to try" if not live else "planner stopped every problem"
+            self.stop = self.why_done() if not live else "planner stopped every problem"
 
 
 @flow(name="campaign-rounds")
@@ -240,7 +294,12 @@ def campaign_rounds(
         limits["max_workloads"] = cfg.max_workloads
     if cfg.max_workload_mib is not None:
         limits["max_workload_bytes"] = int(cfg.max_workload_mib * (1 << 20))
-    all_problems = [load_problem(p) for p in cfg.problem_dirs]
+    all_problems, skipped = load_problems(cfg.problem_dirs)
+    if skipped:
+        logger = get_run_logger()
+        for sk in skipped:
+            logger.warning(f"problem left out of this run: {sk.reason}")
+        store_failures(store, [failure_row(cfg.run_id, sk.path, "load", sk.reason, path=sk.path) for sk in skipped])
     allowed = JudgeOptions(**limits)
     problems = [r for r in (restrict(p, allowed) for p in all_problems) if r is not None]
     if len(problems) < len(all_problems):
@@ -261,18 +320,11 @@ def campaign_rounds(
     )
     states = load_states(Path(cfg.data_dir), cfg.run_id, problems)
     if cfg.measure_baseline:
-        missing = [p for p in problems if not baseline_times(cfg.data_dir, p.name, device)]
-        measured = []
-        for p in missing:
-            with gpu():
-                rows = benchmark_baseline.submit(cfg.run_id, str(p.path), cfg.data_dir, options)
-            measured.append(store_rows.submit(cfg.data_dir, "baselines", rows))
-        for f in measured:
-            f.result()
+        measure_missing_baselines(cfg, store, problems, options)
     for st in states.values():
         st.t_b_ms = baseline_times(cfg.data_dir, st.problem.name, device)
     stored, spent, last_round = _stored_count(cfg.data_dir, cfg.run_id)
-    progress = _Progress(cfg.max_candidates, cfg.show_progress)
+    progress = _Progress(cfg.max_candidates * len(problems), cfg.show_progress)
     progress.done = stored - sum(len(s.pending) for s in states.values())
 
     pending = [submit_rejudge(cfg.run_id, st, cid, sol, options) for st in states.values() for cid, sol in st.pending]
@@ -283,7 +335,37 @@ def campaign_rounds(
     rolling = _Rolling(cfg, store, states, problems, options, gpu_slots, progress, stored, last_round + 1)
     stop_reason = rolling.run(t_start)
     progress.close()
-    return {"stop_reason": stop_reason, "wall_s": time.monotonic() - t_start}
+    return {"stop_reason": stop_reason, "wall_s": time.monotonic() - t_start,
+            "skipped_problems": [asdict(sk) for sk in skipped], "failures": _failure_count(cfg.data_dir, cfg.run_id)}
+
+
+def measure_missing_baselines(
+    cfg: CampaignConfig, store: ResultStore, problems: list[Problem], options: JudgeOptions
+) -> None:
+    """T_b of the problems that lack one on this device; one that cannot be measured becomes a failure row
+    (its attempts are scored against eager)."""
+    missing = [p for p in problems if not baseline_times(cfg.data_dir, p.name, options.device)]
+    futures = []
+    for p in missing:
+        with gpu():
+            futures.append((p, benchmark_baseline.submit(cfg.run_id, str(p.path), cfg.data_dir, options)))
+    for p, f in futures:
+        try:
+            rows = f.result()
+        except Exception as e:  # noqa: BLE001 - one problem's baseline must not end the run
+            reason = describe(e)
+            get_run_logger().warning(f"{p.name}: baseline not measured: {reason}")
+            store_failures(store, [failure_row(cfg.run_id, p.name, "baseline", reason, path=str(p.path))])
+            continue
+        store.append("baselines", rows)
+
+
+def _failure_count(store_dir: str, run_id: str) -> int:
+    con = connect(store_dir)
+    try:
+        return int(con.sql("SELECT count(*) FROM failures WHERE run_id = ?", params=[run_id]).fetchall()[0][0])
+    finally:
+        con.close()
 
 
 @flow(name="campaign")
@@ -308,16 +390,23 @@ def campaign(
     max_workload_mib: float | None = None,
     cpu_device_workers: int = 1,
 ) -> dict[str, Any]:
-    """Optimize many problems under the planner; returns the report (table + aggregates)."""
+    """Optimize many problems under the planner; returns the report (table + aggregates), why it stopped,
+    the problems left out (they did not load) and how many failure rows the run stored.
+
+    ``max_candidates``: attempts per problem at most (default 3); the budgets bound the whole run."""
     store_dir = resolve_data_dir(data_dir)
     run_id = check_run_id(run_id or new_run_id())
     dirs = expand_problems(problems)
     if not dirs:
         raise ValueError(f"no problem directories under {problems or [DEFAULT_PROBLEMS]}")
+    loaded, skipped = load_problems(dirs)
+    if not loaded:  # nothing would run: a bad input, reported before any cluster starts
+        reasons = "; ".join(sk.reason for sk in skipped[:5])
+        raise InputError(f"none of the {len(dirs)} problem directories loads: {reasons}")
     cfg = CampaignConfig(
         run_id=run_id, data_dir=str(store_dir), problem_dirs=dirs,
         agent=AgentSpec(kind=agent, language=language, model=model, api_base=api_base, budget_usd=budget_usd),
-        max_candidates=max_candidates if max_candidates is not None else 3 * len(dirs),
+        max_candidates=max_candidates if max_candidates is not None else DEFAULT_CANDIDATES_PER_PROBLEM,
         budget_minutes=budget_minutes, budget_usd=budget_usd, timeout_s=timeout_s, iterations=iterations,
         measure_baseline=measure_baseline, show_progress=show_progress, max_workloads=max_workloads,
         max_workload_mib=max_workload_mib,

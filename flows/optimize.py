@@ -7,11 +7,16 @@ serialization and hydration, so an attempt is two submissions: ``prepare`` (CPU 
 compile as nested task runs) and ``judge`` (GPU worker: verify and score). The flow process runs
 store-candidate and store-traces as each result arrives (``collect``), with one ResultStore whose
 validation suites are built once, and off the GPU slot.
+
+A failure of one attempt outside the judge's verdicts (the agent raised while planning or generating, the
+compile step raised, the judge itself failed twice) is stored as a ``failures`` row with its reason, and
+the run goes on; a candidate whose judge failed stays unjudged, so a resumed run judges it again.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -28,11 +33,11 @@ from solforge.judge_client import JudgeOptions
 from solforge.store import ResultStore
 from solforge.store.query import connect
 from solforge.store.rows import candidate_id, feedback
-from tasks.common import Compiled, Prepared, Scored
+from tasks.common import Compiled, Generated, Prepared, Scored
 from tasks.compile import compile_candidate
-from tasks.generate import generate
+from tasks.generate import describe, failed, generate
 from tasks.score import score
-from tasks.store import Stored, solution_path, store_candidate, store_traces
+from tasks.store import Stored, failure_row, solution_path, store_candidate, store_failures, store_traces
 from tasks.verify import verify
 
 from .runtime import data_dir as resolve_data_dir
@@ -60,8 +65,15 @@ def load_states(data_dir: Path, run_id: str, problems: list[Problem]) -> dict[st
             params=[run_id],
         ).to_arrow_table().to_pylist()
         traces = con.sql("SELECT * FROM traces WHERE run_id = ?", params=[run_id]).to_arrow_table().to_pylist()
+        failed_attempts = con.sql(
+            "SELECT problem, max(attempt) FROM failures WHERE run_id = ? AND attempt IS NOT NULL GROUP BY 1",
+            params=[run_id],
+        ).fetchall()
     finally:
         con.close()
+    for problem, last in failed_attempts:  # an attempt that failed before making a candidate still counts
+        if problem in states:
+            states[problem].next_attempt = max(states[problem].next_attempt, last + 1)
     by_cand: dict[str, list[dict[str, Any]]] = {}
     for t in traces:
         by_cand.setdefault(t["candidate_id"], []).append(t)
@@ -82,9 +94,16 @@ def load_states(data_dir: Path, run_id: str, problems: list[Problem]) -> dict[st
 
 @task(name="prepare", cache_policy=NO_CACHE)
 def prepare(agent: AgentSpec, problem_dir: str, history: list[Any], device: str) -> Prepared:
-    """generate -> compile on one CPU worker."""
-    g = generate(agent, problem_dir, history, device)
-    return Prepared(generated=g, compiled=compile_candidate(g))
+    """generate -> compile on one CPU worker; an error of either is the attempt's ``Failure``, never raised."""
+    t0 = time.monotonic()
+    try:
+        g = generate(agent, problem_dir, history, device)
+    except Exception as e:  # noqa: BLE001 - what generate retried and still failed (transient errors)
+        return Prepared(generated=failed("generate", e, time.monotonic() - t0), compiled=None)
+    try:
+        return Prepared(generated=g, compiled=compile_candidate(g))
+    except Exception as e:  # noqa: BLE001
+        return Prepared(generated=failed("compile", e, g.seconds), compiled=None)
 
 
 @task(name="judge", cache_policy=NO_CACHE)
@@ -92,9 +111,13 @@ def judge(
     problem_dir: str, prepared: Prepared | Compiled | None, options: JudgeOptions,
     run_id: str, cid: str, problem: str, t_b_ms: dict[str, float],
 ) -> Scored:
-    """verify -> score on a GPU worker (submitted under ``gpu()``)."""
+    """verify -> score on a GPU worker (submitted under ``gpu()``). A judge that fails (after verify's retry)
+    gives a Scored with ``error`` and no rows, so the attempts chained behind this one still run."""
     compiled = prepared.compiled if isinstance(prepared, Prepared) else prepared
-    return score(run_id, cid, problem, compiled, verify(problem_dir, compiled, options), options.device, t_b_ms)
+    try:
+        return score(run_id, cid, problem, compiled, verify(problem_dir, compiled, options), options.device, t_b_ms)
+    except Exception as e:  # noqa: BLE001
+        return Scored(candidate_id=cid, error=describe(e))
 
 
 @dataclass(frozen=True)
@@ -108,10 +131,38 @@ class Attempt:
     judged: PrefectFuture
 
 
+def store_prepared(store: ResultStore, run_id: str, a: Attempt) -> Generated:
+    """Store what an attempt's ``prepare`` made: its candidate row, or its failure row. Returns it."""
+    try:
+        generated = a.prepared.result().generated
+    except Exception as e:  # noqa: BLE001 - prepare catches its own errors; this is the task itself failing
+        generated = failed("generate", e, 0.0)
+    if generated.failure is not None:
+        f = generated.failure
+        store_failures(store, [failure_row(run_id, a.problem, f.stage, f.reason, attempt=a.attempt, failure=f)])
+    else:
+        store_candidate(store, run_id, a.cid, a.problem, a.attempt, generated)
+    return generated
+
+
+def store_verdict(store: ResultStore, run_id: str, a: Attempt) -> Stored | None:
+    """Store an attempt's traces; a judge that failed (after its retry) becomes a failure row, and None."""
+    try:
+        scored = a.judged.result()
+        error = scored.error
+    except Exception as e:  # noqa: BLE001 - the judge task itself failed (``judge`` catches the judge's errors)
+        error = describe(e)
+    if error is not None:  # the candidate stays unjudged: a resumed run judges it again
+        row = failure_row(run_id, a.problem, "judge", error, attempt=a.attempt, candidate_id=a.cid)
+        store_failures(store, [row])
+        return None
+    return store_traces(store, scored)
+
+
 def collect(store: ResultStore, run_id: str, attempts: list[Attempt]) -> Iterator[Stored]:
-    """Store each attempt's candidate when its ``prepare`` is done and its traces when its ``judge`` is;
-    yields the traces' Stored, in the order the verdicts arrive. A candidate row is always stored before
-    its traces, so a resumed run finds every judged candidate."""
+    """Store each attempt's candidate (or failure) when its ``prepare`` is done and its traces when its
+    ``judge`` is; yields the traces' Stored, in the order the verdicts arrive. A candidate row is always
+    stored before its traces, so a resumed run finds every judged candidate."""
     by_id: dict[Any, tuple[Attempt, bool]] = {}
     for a in attempts:
         if a.prepared is not None:
@@ -119,15 +170,12 @@ def collect(store: ResultStore, run_id: str, attempts: list[Attempt]) -> Iterato
         by_id[a.judged.task_run_id] = (a, True)
     unstored = {a.cid: a for a in attempts if a.prepared is not None}
 
-    def store_candidate_of(a: Attempt) -> None:
-        if unstored.pop(a.cid, None) is not None:
-            store_candidate(store, run_id, a.cid, a.problem, a.attempt, a.prepared.result().generated)
-
     for f in as_completed([f for a in attempts for f in (a.prepared, a.judged) if f is not None]):
         a, is_verdict = by_id[f.task_run_id]
-        store_candidate_of(a)
-        if is_verdict:
-            yield store_traces(store, f.result())
+        if unstored.pop(a.cid, None) is not None:
+            store_prepared(store, run_id, a)
+        if is_verdict and (stored := store_verdict(store, run_id, a)) is not None:
+            yield stored
 
 
 def submit_rejudge(

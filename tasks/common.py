@@ -11,12 +11,30 @@ from solforge.judge_client import JudgeRun
 
 
 @dataclass(frozen=True)
+class Failure:
+    """Why an attempt made no candidate because something raised (not because the agent had nothing more).
+
+    ``final``: the agent cannot go on with this problem (an unexpected error; asking again would fail the
+    same way); a ``ProposalFailed`` is not final: the agent tells its model why on the next turn.
+    """
+
+    stage: str  # generate | compile
+    reason: str
+    final: bool = True
+    agent: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True)
 class Generated:
-    """What generate produced: a candidate, or None with the reason the agent stopped."""
+    """What generate produced: a candidate, or None with the reason the agent stopped or failed."""
 
     candidate: Candidate | None
     seconds: float
     stop_reason: str | None = None
+    failure: Failure | None = None
 
 
 @dataclass(frozen=True)
@@ -41,6 +59,7 @@ class Scored:
     rows: list[dict[str, Any]] = field(default_factory=list)
     feedback: AttemptFeedback | None = None
     judge: JudgeRun | None = None
+    error: str | None = None  # the judge itself failed (after its retry): no verdict, the candidate's fault or not
 
 
 def transient(task: Any, task_run: Any, state: Any) -> bool:

@@ -14,7 +14,7 @@ from prefect.cache_policies import NO_CACHE
 from solforge.store import ResultStore
 from solforge.store.rows import candidate_row
 
-from .common import Generated, Scored, transient
+from .common import Failure, Generated, Scored, transient
 
 
 @dataclass(frozen=True)
@@ -64,3 +64,22 @@ def store_candidate(
 @task(name="store-traces", retries=2, retry_delay_seconds=1, retry_condition_fn=transient, cache_policy=NO_CACHE)
 def store_traces(data_dir: str | ResultStore, scored: Scored) -> Stored:
     return _write(_store(data_dir), "traces", scored.rows)
+
+
+def failure_row(
+    run_id: str, problem: str, stage: str, reason: str, *, attempt: int | None = None,
+    candidate_id: str | None = None, path: str | None = None, failure: Failure | None = None,
+) -> dict[str, Any]:
+    """A row of the ``failures`` table: what failed outside a verdict (``stage``), why, and what it cost."""
+    row: dict[str, Any] = {"run_id": run_id, "problem": problem, "stage": stage, "reason": reason,
+                           "attempt": attempt if attempt is not None and attempt >= 0 else None,
+                           "candidate_id": candidate_id, "path": path}  # fmt: skip
+    if failure is not None:
+        row |= {"agent": failure.agent, "tokens_in": failure.tokens_in, "tokens_out": failure.tokens_out,
+                "cost_usd": float(failure.cost_usd)}  # fmt: skip
+    return row
+
+
+def store_failures(data_dir: str | ResultStore, rows: list[dict[str, Any]]) -> Stored:
+    """Plain function, not a task: a failure is stored from the flow process as it is seen."""
+    return _write(_store(data_dir), "failures", rows)

@@ -102,7 +102,7 @@ def test_kill_9_mid_run_then_resume_loses_nothing_and_doubles_nothing(tmp_path, 
     cmd = _run_cmd(data, "killed", 3)  # 3: the planner may stop a flat problem after 3 attempts
     proc = subprocess.Popen(cmd, env=_env(prefect_env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=REPO, start_new_session=True)
-    traces_dir = data / "traces" / "run_id=killed"
+    traces_dir = data / "tables" / "traces" / "run_id=killed"
     deadline = time.monotonic() + 180
     try:
         while time.monotonic() < deadline and not list(traces_dir.glob("part-*.parquet")):

@@ -1,21 +1,32 @@
-"""What a reference computes, seen through the aten ops it dispatches on the meta device.
+"""What a reference computes, seen through the aten ops it dispatches.
 
 The offline generators pick templates by this signature and bind the definition's inputs to the roles a
 template needs (the rows to normalise, the weight, eps, ...).
+
+The reference is first run on meta tensors (no data, any size). Ops whose output shape depends on the data
+(``nonzero``, ``bincount``, ``unique``, ``masked_select``, ``.item()``, boolean indexing, ...) have no meta
+kernel, and a custom input function may call them too; such a reference is then run for real on the CPU,
+on its smallest workload when that one is small enough. If neither works the signature is unknown: it
+matches no template, and the agent still plans the reference-derived candidates.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from sol_bench.inputs import make_inputs
 from sol_bench.problem import Problem
-from sol_bench.reference import load_reference
+from sol_bench.reference import Reference, load_reference
+
+# Inputs + outputs of the workload the CPU fallback may run (the template probe's cap too).
+TRACE_BYTES = 64 << 20
+
+TraceMethod = Literal["meta", "cpu", "none"]
 
 
 class _Recorder(TorchDispatchMode):
@@ -30,9 +41,20 @@ class _Recorder(TorchDispatchMode):
 
 @dataclass(frozen=True)
 class OpSignature:
-    """The aten ops of one reference call (on the first workload's shapes), with counts."""
+    """The aten ops of one reference call, with counts, and how they were seen.
+
+    ``method``: "meta" (first workload's shapes on meta tensors), "cpu" (the smallest workload run on the
+    CPU, after the meta run failed) or "none" (neither ran: the signature is unknown and matches nothing).
+    ``note`` says why the meta run (and, for "none", the CPU run) failed.
+    """
 
     ops: Counter
+    method: TraceMethod = "meta"
+    note: str = field(default="", compare=False)
+
+    @property
+    def known(self) -> bool:
+        return self.method != "none"
 
     def has(self, *names: str) -> bool:
         return all(self.ops.get(n, 0) > 0 for n in names)
@@ -41,20 +63,53 @@ class OpSignature:
         return any(self.ops.get(n, 0) > 0 for n in names)
 
     def only(self, allowed: set[str]) -> bool:
-        return set(self.ops) <= allowed
+        # an empty (unknown) op list is a subset of everything: it must not pass as "only these ops"
+        return bool(self.ops) and set(self.ops) <= allowed
 
     def __str__(self) -> str:
-        return ", ".join(f"{k}×{v}" for k, v in sorted(self.ops.items()))
+        if not self.known:
+            return f"unknown ({self.note})"
+        ops = ", ".join(f"{k}×{v}" for k, v in sorted(self.ops.items()))
+        return ops if self.method == "meta" else f"{ops} [traced on the CPU]"
 
 
-def trace_ops(problem: Problem) -> OpSignature:
-    """Run the reference on meta tensors and record every aten op it dispatches."""
-    ref = load_reference(problem.definition)
-    inputs = make_inputs(problem.definition, problem.workloads[0], "meta", seed=0, reference=ref)
+def _record(ref: Reference, inputs: dict[str, Any]) -> Counter:
     rec = _Recorder()
     with rec:
         ref.run(*inputs.values())
-    return OpSignature(Counter(rec.ops))
+    return Counter(rec.ops)
+
+
+def _why(e: BaseException) -> str:
+    first = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {first[0][:200]}" if first else type(e).__name__
+
+
+def trace_ops(problem: Problem, max_bytes: int = TRACE_BYTES) -> OpSignature:
+    """Record every aten op the reference dispatches: on meta tensors, else on the CPU (smallest workload,
+    at most ``max_bytes`` of inputs and outputs), else an unknown signature. Never raises for a reference
+    that fails to trace."""
+    d = problem.definition
+    try:
+        ref = load_reference(d)
+    except Exception as e:  # noqa: BLE001 - a reference that does not load has no signature
+        return OpSignature(Counter(), "none", f"reference does not load: {_why(e)}")
+    if not problem.workloads:
+        return OpSignature(Counter(), "none", "no workload")
+    try:
+        inputs = make_inputs(d, problem.workloads[0], "meta", seed=0, reference=ref)
+        return OpSignature(_record(ref, inputs), "meta")
+    except Exception as e:  # noqa: BLE001 - data-dependent ops have no meta kernel; run for real below
+        meta_failed = f"meta: {_why(e)}"
+    smallest = min(problem.workloads, key=problem.workload_bytes)
+    size = problem.workload_bytes(smallest)
+    if size > max_bytes:
+        return OpSignature(Counter(), "none", f"{meta_failed}; cpu: smallest workload {size} B > {max_bytes} B")
+    try:
+        inputs = make_inputs(d, smallest, "cpu", seed=0, reference=ref)
+        return OpSignature(_record(ref, inputs), "cpu", meta_failed)
+    except Exception as e:  # noqa: BLE001 - e.g. a reference that needs a GPU
+        return OpSignature(Counter(), "none", f"{meta_failed}; cpu: {_why(e)}")
 
 
 @dataclass(frozen=True)

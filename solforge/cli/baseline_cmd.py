@@ -42,11 +42,15 @@ def baseline_command(problem_dirs, device, data_dir, variants, warmup, iteration
     many problems. With --json: one record per workload (problem, uuid, device_name, eager_ms, t_b_ms,
     best_variant, variants, failed, ...).
 
+    A problem that does not load (file and field named) or whose baseline fails is reported on stderr and
+    skipped; the others are measured. Exit status: 0 all measured, 1 some skipped, 2 none measured.
+
     \b
     Example:
       solforge baseline data/problems --device cuda --data-dir data --json
     """
     from sol_bench.baseline import BaselineConfig, measure_baselines, save_baselines
+    from sol_bench.errors import InputError
     from sol_bench.inputs import InputContext
     from sol_bench.problem import load_problem
 
@@ -63,12 +67,20 @@ def baseline_command(problem_dirs, device, data_dir, variants, warmup, iteration
         raise click.BadParameter(str(e), param_hint="--variants") from None
     if not as_json:
         click.echo(f"{'problem':<32}  {'uuid':<14}  {'eager_ms':>10}  {'T_b_ms':>10}  best variant")
-    for d in problem_dirs_under(problem_dirs):
-        problem = load_problem(d)
-        if max_workloads is not None:
-            problem = problem.select(problem.smallest_workloads(max_workloads))
-        records = measure_baselines(problem, config)
-        where = None if no_save else save_baselines(data_dir, records)
+    dirs = problem_dirs_under(problem_dirs)
+    skipped = 0
+    for d in dirs:
+        try:
+            problem = load_problem(d)
+            if max_workloads is not None:
+                problem = problem.select(problem.smallest_workloads(max_workloads))
+            records = measure_baselines(problem, config)
+            where = None if no_save else save_baselines(data_dir, records)
+        except Exception as e:  # noqa: BLE001 - one problem's failure must not stop the others
+            skipped += 1
+            why = str(e) if isinstance(e, InputError) else f"{d}: {type(e).__name__}: {e}"
+            click.echo(f"skipped: {why}", err=True)
+            continue
         for r in records:
             if as_json:
                 click.echo(json.dumps(r.model_dump(mode="json")))
@@ -77,7 +89,7 @@ def baseline_command(problem_dirs, device, data_dir, variants, warmup, iteration
                            f"{r.best_variant}")  # fmt: skip
         if where is not None and not as_json:
             click.echo(f"saved {where}", err=True)
-    sys.exit(0)
+    sys.exit(0 if not skipped else 2 if skipped == len(dirs) else 1)
 
 
 def register(root: click.Group) -> None:

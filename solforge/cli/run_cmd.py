@@ -22,7 +22,8 @@ def register(root: click.Group) -> None:
 @click.option("--api-base", default=None, help="OpenAI-compatible endpoint for --agent llm.")
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N.")
 @click.option("--max-candidates", type=click.IntRange(min=0), default=None,
-              help="Candidates in the whole run (default: 3 per problem).")
+              help="Attempts per problem at most, failed ones included (default: 3). The whole run is bounded by "
+                   "--budget-minutes and --budget-usd.")
 @click.option("--budget-minutes", type=float, default=None, help="Stop starting attempts after this many minutes.")
 @click.option("--budget-usd", type=float, default=None, help="Stop when the agents have spent this much.")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Judge timeout per workload (s).")
@@ -49,12 +50,15 @@ def run(problem_dirs: tuple[str, ...], agent: str, language: str | None, model: 
     """Run agents on problems (default: the bundled set in data/problems), judge every candidate, store
     every attempt under --data-dir and let the planner spend the attempts where the headroom is.
 
+    A problem directory that does not load is reported (file and field) and left out; the others run. An
+    agent or judge error on one problem is stored as a row of the failures table and the run goes on.
+
     Without PREFECT_API_URL, one local Prefect server is started for the run (state under
     DATA_DIR/prefect) and stopped at the end. With no GPU, the CPU is the device.
 
     \b
     Example:
-      solforge run data/problems --agent offline --max-candidates 20 --run-id nightly-1
+      solforge run data/problems --agent offline --max-candidates 4 --run-id nightly-1
     """
     import threading
 
@@ -79,9 +83,14 @@ def run(problem_dirs: tuple[str, ...], agent: str, language: str | None, model: 
             timeout_s=timeout_s, iterations=iterations, measure_baseline=measure_baseline, show_progress=True,
             max_workloads=max_workloads, max_workload_mib=max_workload_mib, cpu_device_workers=cpu_device_workers,
         )
+    for sk in out.get("skipped_problems", []):
+        click.echo(f"left out (does not load): {sk['reason']}", err=True)
     if as_json:
         click.echo(json.dumps({k: v for k, v in out.items() if k != "markdown"}, default=str))
     else:
         click.echo(out["markdown"])
+        if out.get("failures"):
+            click.echo(f"{out['failures']} failures outside the judge's verdicts: "
+                       f"solforge sql \"SELECT * FROM failures WHERE run_id = '{out['run_id']}'\"")
         click.echo(f"run {out['run_id']}: {out['stop_reason']} after {out['wall_s']:.0f} s; "
                    f"query it with: solforge sql \"SELECT * FROM traces WHERE run_id = '{out['run_id']}'\"")

@@ -27,7 +27,7 @@ def _text_table(names: list[str], rows: list[tuple]) -> str:
 @click.option("--data-dir", envvar="SOLFORGE_DATA", default="data", show_default=True,
               type=click.Path(file_okay=False), help="Where results are stored (env SOLFORGE_DATA).")
 def sql(query: str, fmt: str | None, data_dir: str) -> None:
-    """Run QUERY over the tables runs, problems, candidates, traces, baselines and decisions.
+    """Run QUERY over the tables runs, problems, candidates, traces, baselines, decisions and failures.
 
     The same views open in the duckdb CLI with: duckdb -init DATA_DIR/views.sql
 

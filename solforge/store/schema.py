@@ -153,7 +153,31 @@ DECISIONS = TableSpec(
 # Tables sit one folder down in the data dir, so none lands in a folder that holds something else (the bundled
 # problem set is data/problems/, which is also the problems table's name).
 TABLES_DIR = "tables"
-TABLES: dict[str, TableSpec] = {t.name: t for t in (RUNS, PROBLEMS, CANDIDATES, TRACES, BASELINES, DECISIONS)}
+# What failed outside the judge's verdicts, so one problem's failure is a row and the run goes on: a problem
+# that does not load, an agent that raised instead of proposing, a judge that failed twice, a baseline that
+# could not be measured. ``stage``: load | generate | judge | baseline.
+FAILURES = TableSpec(
+    name="failures",
+    schema=pa.schema([
+        _f("run_id", pa.string(), False),
+        _f("problem", pa.string(), False),  # the problem's name, or its directory when it did not load
+        _f("stage", pa.string(), False),
+        _f("attempt", pa.int32()),  # the attempt it cost, if any
+        _f("candidate_id", pa.string()),
+        _f("path", pa.string()),
+        _f("reason", pa.string(), False),
+        _f("agent", pa.string()),
+        _f("tokens_in", pa.int64()),
+        _f("tokens_out", pa.int64()),
+        _f("cost_usd", pa.float64()),
+        _f("created_at", _TS, False),
+    ]),
+    key=("run_id", "problem", "stage", "attempt", "candidate_id"),
+)
+
+TABLES: dict[str, TableSpec] = {
+    t.name: t for t in (RUNS, PROBLEMS, CANDIDATES, TRACES, BASELINES, DECISIONS, FAILURES)
+}
 
 
 def spec(name: str) -> TableSpec:

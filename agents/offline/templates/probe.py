@@ -5,7 +5,9 @@ the reference once per problem on the CPU, on its smallest workload (and the nex
 and each candidate binding is checked against those outputs with the workload's tolerance, through the
 judge's own comparison: either a family's plain-torch model of its semantics, or the family's rendered
 PyTorch-language source. A problem whose smallest workload is too big for a quick CPU run, or whose
-reference does not run on the CPU, binds nothing.
+reference does not run on the CPU, binds nothing (``Probe.skipped`` says why). Running for real, the probe
+also takes references with data-dependent ops (``nonzero``, ``unique``, boolean indexing, ...), which the
+meta tracer cannot run.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class Probe:
     problem: Problem
     max_bytes: int = PROBE_BYTES
     _cases: list[Case] | None = field(default=None, init=False, repr=False)
+    _skipped: str | None = field(default=None, init=False, repr=False)
 
     @property
     def cases(self) -> list[Case]:
@@ -64,10 +67,18 @@ class Probe:
             self._cases = self._run()
         return self._cases
 
+    @property
+    def skipped(self) -> str | None:
+        """Why the problem was not probed (None when it was)."""
+        _ = self.cases
+        return self._skipped
+
     def _run(self) -> list[Case]:
         ws = sorted(self.problem.workloads, key=lambda w: workload_bytes(self.problem, w))
-        if not ws or workload_bytes(self.problem, ws[0]) > self.max_bytes:
-            return []
+        if not ws:
+            return self._skip("no workload")
+        if (size := workload_bytes(self.problem, ws[0])) > self.max_bytes:
+            return self._skip(f"smallest workload moves {size} B > {self.max_bytes} B")
         d = self.problem.definition
         cases = []
         try:
@@ -80,11 +91,15 @@ class Probe:
                     out = ref.run(*_copy(inputs).values())  # a reference may write into its inputs
                 expected = tuple(out) if isinstance(out, (tuple, list)) else (out,)
                 if len(expected) != len(d.outputs) or not all(isinstance(e, torch.Tensor) for e in expected):
-                    return []
+                    return self._skip(f"the reference returned {len(expected)} values, not {len(d.outputs)} tensors")
                 cases.append(Case(w, inputs, expected, w.tolerance))
-        except Exception:  # a reference that does not run on the CPU cannot be probed
-            return []
+        except Exception as e:  # a reference that does not run on the CPU cannot be probed
+            return self._skip(f"the reference failed on the CPU: {type(e).__name__}: {str(e)[:200]}")
         return cases
+
+    def _skip(self, why: str) -> list[Case]:
+        self._skipped = why
+        return []
 
     def reproduces(self, fn: Callable[[Case], Any]) -> bool:
         """Whether ``fn(case)`` (the outputs, a tensor or a tuple) matches the reference on every case."""
