@@ -119,7 +119,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("problems", nargs="+")
     ap.add_argument("--gpus", action="append", required=True, help="a CUDA_VISIBLE_DEVICES value (repeatable)")
-    ap.add_argument("--max-candidates", type=int, default=4, help="candidates in all (solforge run's cap)")
+    ap.add_argument("--max-candidates", type=int, default=4, help="candidates per problem (solforge run's cap)")
     ap.add_argument("--language", help="the language the offline agents write")
     ap.add_argument("--max-workloads", type=int, default=None)
     ap.add_argument("--iterations", type=int, default=None)
@@ -138,7 +138,7 @@ def main() -> None:
     base_rate = base["candidates"] / base["wall_s"] if base["wall_s"] else 0.0
     base_window_rate = base["candidates"] / base["window_s"] if base["window_s"] else 0.0
     lines = [f"# solforge run throughput, {len(args.problems)} problems, at most {args.max_candidates} candidates "
-             f"({time.strftime('%Y-%m-%d')})", "",
+             f"per problem ({time.strftime('%Y-%m-%d')})", "",
              "| GPUs | exit | wall s | judging window s | candidates judged | traces | candidates / GPU-minute "
              "| judge-slot occupancy (window) | NVML kernel-time share | throughput vs first (whole run) | (window) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip

@@ -52,7 +52,7 @@ def run_once(label: str, problem: Path, device: str, n: int, data: Path, env: di
     cmd = [str(Path(sys.executable).parent / "solforge"), "run", str(problem), "--agent", "reference",
            "--device", device, "--max-candidates", str(n), "--iterations", "5", "--data-dir", str(data),
            "--run-id", run_id, "--json"]
-    traces = data / "traces" / f"run_id={run_id}"
+    traces = data / "tables" / "traces" / f"run_id={run_id}"
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO)
     first = None

@@ -94,7 +94,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--slots", type=int, action="append", help="device slots (repeatable; default 1 and 2)")
     ap.add_argument("--problems", type=int, default=6)
-    ap.add_argument("--candidates", type=int, default=24, help="--max-candidates of every run")
+    ap.add_argument("--candidates", type=int, default=4, help="--max-candidates of every run (per problem)")
     ap.add_argument("--judge-s", type=float, default=2.0, help="seconds the fake judge holds a slot per candidate")
     ap.add_argument("--label", default="", help="a word for the table's title (e.g. before / after)")
     ap.add_argument("--out", type=Path, default=None)
