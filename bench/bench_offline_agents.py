@@ -273,8 +273,10 @@ def run_problem(problem: Problem, whole: Problem, args: argparse.Namespace, conf
     passing = [r for r in results if r.passed]
     # the fastest by the judge's latency: the eager time behind speedup is re-measured (and noisy) per run
     best = min(passing, key=lambda r: geomean(list(r.latencies.values())) or math.inf, default=None)
+    statuses = {r.name.removeprefix(problem.name + "__"): sorted(set(r.statuses)) for r in results}
     if best is None:
-        return {"problem": problem.name, "best": None, "passed": 0, "tried": len(results), **failed}
+        return {"problem": problem.name, "best": None, "passed": 0, "tried": len(results), "statuses": statuses,
+                **failed}
     runs_ms = None
     if args.confirm > 0:
         best, runs_ms = confirm(problem, best, sources[best.name], args.confirm, config, baselines)
@@ -287,7 +289,7 @@ def run_problem(problem: Problem, whole: Problem, args: argparse.Namespace, conf
     return {"problem": problem.name, "best": best.name.removeprefix(problem.name + "__"), "passed": len(passing),
             "tried": len(results), "speedup": geomean(best.speedups), "vs_tb": geomean(best.vs_tb),
             "sol_score": sol, "latencies_ms": best.latencies,
-            "tried_ms": {r.name.removeprefix(problem.name + "__"): r.latencies for r in results},
+            "tried_ms": {r.name.removeprefix(problem.name + "__"): r.latencies for r in results}, "statuses": statuses,
             "host_bound": best.host_bound, **({"runs_ms": runs_ms} if runs_ms else {}), **failed}  # fmt: skip
 
 

@@ -1,13 +1,17 @@
 """The offline agent: template and reference-derived candidates, no network, ordered by measurement.
 
-The plan (best bet first) on a GPU: template kernels (CUDA C++, then Triton; PyTorch only when asked) for every
-family the reference matches, with their parameter grids; then the reference's Inductor code exported as
-source (``export.py``; only where this process has the device), the torch.compile variants, and the eager
-reference last. On the CPU only pytorch-language candidates are made and the eager reference comes first,
-as a sure pass. ``search.SearchPolicy`` picks from the plan with the judge's latencies: each template
-group's first variant, then the reference's first candidate after them (the bar to clear), then grid
-neighbours of the fastest passing variants, then the other reference-derived groups; it drops broken or
-clearly slower groups (family × language × binding).
+The plan (best bet first) on a GPU: the floor (the reference replayed as a CUDA graph: eager's numerics, one
+launch per call), then template kernels (CUDA C++, then Triton; PyTorch only when asked) for every family the
+reference matches, with their parameter grids; then the reference's Inductor code exported as source
+(``export.py``; only where this process has the device), the torch.compile variants, and the eager reference
+last. On the CPU only pytorch-language candidates are made: the eager reference first, as a sure pass, then
+Inductor's C++ code (``compiled.CPU_VARIANTS``), then the templates. Inductor candidates are checked against
+the eager reference before they are offered (``precheck.py``, where this process can run them); those that
+miss the tolerance are skipped with the reason kept. ``search.SearchPolicy`` picks from the plan with the
+judge's latencies: the floor while nothing has passed, each template group's first variant, then the
+reference's first candidate after them (the bar to clear), then grid neighbours of the fastest passing
+variants, then the other reference-derived groups; it drops broken or clearly slower groups (family ×
+language × binding).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from sol_bench.models import Solution
 from sol_bench.problem import Problem
 
 from ..base import AttemptFeedback, Candidate
-from . import compiled, export
+from . import compiled, export, precheck
 from .compiled import CompileVariant
 from .graph import trace_ops
 from .search import Option, SearchPolicy, verdict
@@ -45,14 +49,22 @@ class Planned:
     notes: str
     make: Callable[[], Solution]
     params: Mapping[str, Any] = field(default_factory=dict)
+    floor: bool = False  # the sure pass: proposed while no candidate of the problem has passed
+    inductor: bool = False  # Inductor's numerics, not eager's: checked against the eager reference first
 
     @property
     def solution(self) -> Solution:
         return self.make()
 
     @staticmethod
-    def of(solution: Solution, group: str, notes: str, params: Mapping[str, Any] | None = None) -> "Planned":
-        return Planned(solution.name, group, notes, lambda: solution, dict(params or {}))
+    def of(
+        solution: Solution, group: str, notes: str, params: Mapping[str, Any] | None = None, **flags: bool
+    ) -> "Planned":
+        return Planned(solution.name, group, notes, lambda: solution, dict(params or {}), **flags)
+
+
+def _reference(problem: Problem, variant: CompileVariant, notes: str, **flags: bool) -> Planned:
+    return Planned.of(compiled.solution(problem, variant), f"reference/{variant.name}", notes, **flags)
 
 
 def _is_gpu(device: str) -> bool:
@@ -79,8 +91,13 @@ def plan(
     if language is not None:
         langs = tuple(lang for lang in (GPU_LANGUAGE_ORDER if gpu else langs) if lang == language)
     want_reference = language in (None, "pytorch")
-    if want_reference and not gpu:
-        yield Planned.of(compiled.solution(problem, compiled.EAGER), "reference/eager", "the reference, eager")
+    if want_reference:
+        if gpu:
+            yield _reference(problem, compiled.FLOOR, "the reference replayed as a CUDA graph", floor=True)
+        else:
+            yield _reference(problem, compiled.EAGER, "the reference, eager", floor=True)
+            for v in compiled.CPU_VARIANTS:
+                yield _reference(problem, v, f"torch.compile (Inductor C++): {v.name}", inductor=True)
     bound = [(fam, b) for fam in FAMILIES for b in fam.match(problem, sig, probe)]
     for lang in langs:
         for i, (fam, binding) in enumerate(bound):
@@ -100,10 +117,11 @@ def plan(
         if exporter is not None:
             for v in export.ordered_variants(problem):
                 yield Planned(export.solution_name(problem, v), f"reference/{v.name}",
-                              f"Inductor's code exported: {v.name}", partial(exporter, problem, v))  # fmt: skip
+                              f"Inductor's code exported: {v.name}", partial(exporter, problem, v),
+                              inductor=True)  # fmt: skip
         for v in compiled.ordered_variants(problem):
-            yield Planned.of(compiled.solution(problem, v), f"reference/{v.name}", f"torch.compile: {v.name}")
-        yield Planned.of(compiled.solution(problem, compiled.EAGER), "reference/eager", "the reference, eager")
+            yield _reference(problem, v, f"torch.compile: {v.name}", inductor=True)
+        yield _reference(problem, compiled.EAGER, "the reference, eager")
 
 
 @dataclass
@@ -115,6 +133,8 @@ class OfflineAgent:
     plan_exports: bool = True  # plan exported Inductor candidates where this process has the device
     export_seconds: float = 120.0  # Inductor's time to export one problem (all its workloads) before giving up
     only_groups: tuple[str, ...] = ()  # plan only groups whose name starts with one of these (benches: A/B runs)
+    precheck: bool = True  # check Inductor candidates against the eager reference before offering them
+    precheck_seconds: float = 240.0  # one check's time box: compile and run on the smallest workload
     policy: SearchPolicy = field(default_factory=SearchPolicy)
     _proposed: dict[str, list[str]] = field(default_factory=dict)
     _plans: dict[tuple[str, str], list[Planned]] = field(default_factory=dict)
@@ -123,6 +143,8 @@ class OfflineAgent:
         default_factory=dict
     )
     _not_exported: dict[str, dict[str, str]] = field(default_factory=dict)  # problem -> variant -> why
+    _checked: dict[tuple[str, str, str], precheck.Outcome] = field(default_factory=dict)  # (problem, where, name)
+    _rejected: dict[str, dict[str, str]] = field(default_factory=dict)  # problem -> candidate -> why
 
     @property
     def name(self) -> str:
@@ -142,6 +164,17 @@ class OfflineAgent:
             raise got
         return export.solution(problem, got, variant)
 
+    def _numerics(self, problem: Problem, device: str, name: str, solution: Solution) -> str | None:
+        """Why ``solution`` misses the eager reference's tolerance, or None (passed, or not checkable here)."""
+        where = precheck.check_device(device)
+        if not self.precheck or where is None:
+            return None
+        key = (problem.name, where, name)
+        if key not in self._checked:
+            self._checked[key] = precheck.check(problem, solution, where, self.precheck_seconds)
+        got = self._checked[key]
+        return None if got.ok else got.reason
+
     def propose(self, problem: Problem, history: Sequence[AttemptFeedback], device: str) -> Candidate | None:
         done = self._proposed.setdefault(problem.name, [])
         if len(done) >= self.max_candidates:
@@ -155,15 +188,19 @@ class OfflineAgent:
             planned = plan(problem, device, self.language, probe, exporter)
             self._plans[key] = [p for p in planned if not self.only_groups or p.group.startswith(self.only_groups)]
         planned = self._plans[key]
-        options = [Option(p.name, p.group, p.params) for p in planned]
+        options = [Option(p.name, p.group, p.params, p.floor) for p in planned]
         verdicts = {a.solution.name: verdict(a) for a in history}
         skipped = self._not_exported.setdefault(problem.name, {})
-        while (pick := self.policy.next(options, set(done), verdicts, set(skipped))) is not None:
+        rejected = self._rejected.setdefault(problem.name, {})
+        while (pick := self.policy.next(options, set(done), verdicts, set(skipped) | set(rejected))) is not None:
             p = next(p for p in planned if p.name == pick.name)
             try:
                 sol = p.make()
             except export.NotExportable as e:
                 skipped[p.name] = str(e)
+                continue
+            if p.inductor and (why := self._numerics(problem, device, p.name, sol)) is not None:
+                rejected[p.name] = why
                 continue
             done.append(p.name)
             return Candidate(solution=sol, agent=self.name, language=sol.spec.languages[0].value, notes=p.notes)
@@ -178,3 +215,8 @@ class OfflineAgent:
     def not_exported(self, problem: Problem) -> Mapping[str, str]:
         """Why planned exports of ``problem`` were skipped (candidate name -> reason)."""
         return dict(self._not_exported.get(problem.name, {}))
+
+    def numerics_rejected(self, problem: Problem) -> Mapping[str, str]:
+        """Inductor candidates of ``problem`` not offered because they missed the eager reference's tolerance
+        (or failed, or overran the time box) in the precheck (candidate name -> reason)."""
+        return dict(self._rejected.get(problem.name, {}))

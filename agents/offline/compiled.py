@@ -5,7 +5,10 @@ ones return what the reference returns (destination_passing_style False); the CU
 outputs as arguments and replay one graph per buffer set that writes into them (``replay._graphed``): what is
 compiled is the reference with its copy into the outputs (``replay._into``), so Inductor's kernels store the
 results straight into the judge's buffers rather than a copy kernel after them. The
-eager one is the safety net that always passes; the compiled ones are where the speed comes from on a GPU.
+eager one is the safety net that always passes; ``FLOOR`` is eager replayed as a CUDA graph (eager's own
+kernels, so eager's numerics, with one launch per call; a signature whose capture fails runs eagerly), the
+first candidate on a GPU; the compiled ones are where the speed comes from: on a GPU Inductor's Triton
+code, on the CPU its C++ code (``CPU_VARIANTS``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class CompileVariant:
 
 
 EAGER = CompileVariant("eager")
+FLOOR = CompileVariant("eager_cudagraph", mode=None, cuda_graph=True, needs_gpu=True)
 VARIANTS: tuple[CompileVariant, ...] = (
     CompileVariant("inductor_default", mode="default", needs_gpu=True),
     CompileVariant("inductor_max_autotune", mode="max-autotune-no-cudagraphs", needs_gpu=True),
@@ -41,6 +45,9 @@ VARIANTS: tuple[CompileVariant, ...] = (
     ),  # fmt: skip
     CompileVariant("inductor_cudagraph", mode="default", cuda_graph=True, needs_gpu=True),
 )
+# Inductor's C++ backend (needs a C++ compiler where the candidate is judged). Its compile time is bounded by
+# the agent's numerics precheck, which compiles the smallest workload within a time box first.
+CPU_VARIANTS: tuple[CompileVariant, ...] = (CompileVariant("inductor_cpu", mode="default"),)
 
 
 def replay_source() -> str:

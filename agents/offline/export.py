@@ -6,7 +6,19 @@ the candidate: Triton kernels and their launcher on CUDA, C++ kernels on the CPU
 traced or lowered; the module only loads its kernels. An entry file keys each call on its input signature
 (``replay._signature``) and hands the arguments to the module exported for it, optionally replayed through
 a CUDA graph. Export holds only when every workload compiles to one graph whose inputs are the reference's
-own arguments and whose exported module reproduces the compiled function; otherwise ``NotExportable``.
+own arguments and whose exported module reproduces both the compiled function and the eager reference;
+otherwise ``NotExportable``.
+
+What the judge's worker does differently from this process, and how the export keeps to it:
+- its inputs are fresh, contiguous buffers (the judge copies every input into one), whatever strides or
+  storage offsets the problem's custom input function made: the export runs on such copies (``_as_judged``),
+  so the signature it keys on and the strides Inductor asserts are the ones the judge passes;
+- a Python scalar is baked into the module: a custom input function whose scalars (or shapes) change with
+  the seed gives the judge signatures no module was made for, so it is refused here;
+- it runs with torch's default precision flags plus whatever the reference's module sets at import (the
+  entry does not carry the reference): the export compiles and checks under exactly those flags
+  (``judge_precision``), and the entry sets them at import (``_PRECISION``), so cuBLAS calls left in the
+  module and Triton GEMMs that baked TF32 in at compile time agree with the judge's reference.
 """
 
 from __future__ import annotations
@@ -16,7 +28,8 @@ import importlib.util
 import re
 import tempfile
 import time
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -66,6 +79,7 @@ class ExportedModule:
     order: tuple[int, ...]
     single: bool
     outputs: int = 0  # destination-passing: ``call`` writes this many output buffers (the last arguments)
+    precision: dict[str, Any] = field(default_factory=lambda: dict(PRECISION_DEFAULTS))  # flags it ran under
 
 
 def config_patches(variant: CompileVariant) -> dict[str, Any]:
@@ -88,6 +102,64 @@ def _load(source: str, directory: Path, stem: str):
 
 def _clone(args: Sequence[Any]) -> list[Any]:
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def _as_judged(args: Sequence[Any]) -> list[Any]:
+    """Fresh buffers of default strides holding the same values, as the judge passes every input."""
+    return [torch.empty(a.shape, dtype=a.dtype, device=a.device).copy_(a) if isinstance(a, torch.Tensor) else a
+            for a in args]  # fmt: skip
+
+
+# Process-wide settings that change what matmuls and convolutions compute; a fresh process has these values.
+PRECISION_DEFAULTS: dict[str, Any] = {
+    "float32_matmul_precision": "highest",
+    "matmul.allow_tf32": False,
+    "matmul.allow_bf16_reduced_precision_reduction": True,
+    "matmul.allow_fp16_reduced_precision_reduction": True,
+    "cudnn.allow_tf32": True,
+}
+
+
+def precision_flags() -> dict[str, Any]:
+    m = torch.backends.cuda.matmul
+    return {
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "matmul.allow_tf32": m.allow_tf32,
+        "matmul.allow_bf16_reduced_precision_reduction": m.allow_bf16_reduced_precision_reduction,
+        "matmul.allow_fp16_reduced_precision_reduction": m.allow_fp16_reduced_precision_reduction,
+        "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+    }
+
+
+def set_precision_flags(flags: dict[str, Any]) -> None:
+    # the precision first: it also sets matmul.allow_tf32, which is then set as recorded
+    torch.set_float32_matmul_precision(flags["float32_matmul_precision"])
+    m = torch.backends.cuda.matmul
+    m.allow_tf32 = flags["matmul.allow_tf32"]
+    m.allow_bf16_reduced_precision_reduction = flags["matmul.allow_bf16_reduced_precision_reduction"]
+    m.allow_fp16_reduced_precision_reduction = flags["matmul.allow_fp16_reduced_precision_reduction"]
+    torch.backends.cudnn.allow_tf32 = flags["cudnn.allow_tf32"]
+
+
+@contextmanager
+def judge_precision(problem: Problem):
+    """The precision flags of the judge's process while the block runs (torch's defaults, then the reference's
+    module loaded, as the judge loads it); yields the reference and the flags; restores this process's own."""
+    saved = precision_flags()
+    try:
+        set_precision_flags(PRECISION_DEFAULTS)
+        ref = load_reference(problem.definition)
+        yield ref, precision_flags()
+    finally:
+        set_precision_flags(saved)
+
+
+class Disagreement(AssertionError):
+    """A ``check`` failure that names what the module was compared with."""
+
+    def __init__(self, against: str, detail: str):
+        super().__init__(detail)
+        self.against = against
 
 
 def export_workload(run, args: Sequence[Any], variant: CompileVariant, where: str, check,
@@ -154,7 +226,8 @@ def export_workload(run, args: Sequence[Any], variant: CompileVariant, where: st
     try:
         check(got, wants)
     except Exception as e:
-        raise NotExportable(f"{where}: the exported module disagrees with the compiled reference: {e}") from e
+        against = e.against if isinstance(e, Disagreement) else "the compiled reference"
+        raise NotExportable(f"{where}: the exported module disagrees with {against}: {e}") from e
     return ExportedModule(replay._signature(args), source, order, single, outputs)
 
 
@@ -163,16 +236,34 @@ def export_problem(
 ) -> tuple[ExportedModule, ...]:
     """One module per distinct input signature of the problem's workloads, on ``device``; destination-passing
     (outputs after the inputs, written in place) for a CUDA-graph variant."""
+    with judge_precision(problem) as (ref, flags):
+        modules = _export_all(problem, ref, device, variant, max_seconds)
+    return tuple(replace(m, precision=flags) for m in modules)
+
+
+def _tensors(result: Any) -> tuple[Any, ...]:
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
+
+
+def _export_all(
+    problem: Problem, ref, device: str, variant: CompileVariant, max_seconds: float
+) -> list[ExportedModule]:
     from sol_bench.inputs import output_specs
 
     d = problem.definition
-    ref = load_reference(d)
+    custom = d.custom_inputs_entrypoint is not None
     out: dict[tuple[Any, ...], ExportedModule] = {}
     t0 = time.monotonic()
     for w in problem.workloads:
         where = f"{problem.name} workload {w.uuid}"
-        inputs = make_inputs(d, w, device, seed=_SEED, reference=ref)
-        args = list(inputs.values())
+        inputs = _as_judged(list(make_inputs(d, w, device, seed=_SEED, reference=ref).values()))
+        if custom:  # scalars and shapes are part of the signature: they must not change with the seed
+            other = _as_judged(list(make_inputs(d, w, device, seed=_SEED + 1, reference=ref).values()))
+            for name, a, b in zip(d.inputs, replay._signature(inputs), replay._signature(other)):
+                if a != b:
+                    raise NotExportable(f"{where}: input {name!r} changes with the seed ({a} vs {b}); a module "
+                                        "exported for one value would not serve the judge's inputs")  # fmt: skip
+        args = list(inputs)
         n_out = len(d.outputs) if variant.cuda_graph else 0
         if n_out:
             args += [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in output_specs(d, w).values()]
@@ -180,17 +271,24 @@ def export_problem(
             continue
         if time.monotonic() - t0 > max_seconds:
             raise NotExportable(f"{where}: over the export budget of {max_seconds:.0f} s")
+        with torch.no_grad():
+            eager = _tensors(ref.run(*_clone(inputs)))
 
-        def check(got, wants, w=w):
+        def check(got, wants, w=w, eager=eager):
             for name, g, e in zip(d.outputs, got, wants):
                 compare(name, g, e, w.tolerance)
+            for name, g, e in zip(d.outputs, got, eager):
+                try:
+                    compare(name, g, e, w.tolerance)
+                except Exception as err:
+                    raise Disagreement("the eager reference", str(err)) from err
 
         run = replay._into(ref.run, n_out) if n_out else ref.run
         m = export_workload(run, args, variant, where, check, n_out)
         out[m.key] = m
     if not out:
         raise NotExportable(f"{problem.name}: no workloads")
-    return tuple(out.values())
+    return list(out.values())
 
 
 def language(modules: Sequence[ExportedModule]) -> str:
@@ -222,6 +320,13 @@ import importlib.util as _importlib_util
 from pathlib import Path as _Path
 
 {replay}
+# the precision flags the modules were compiled and checked under (the judge's process has them too)
+_PRECISION = {precision}
+_torch.set_float32_matmul_precision(_PRECISION["float32_matmul_precision"])
+for _flag in ("allow_tf32", "allow_bf16_reduced_precision_reduction", "allow_fp16_reduced_precision_reduction"):
+    setattr(_torch.backends.cuda.matmul, _flag, _PRECISION["matmul." + _flag])
+_torch.backends.cudnn.allow_tf32 = _PRECISION["cudnn.allow_tf32"]
+
 # input signature -> (module file, indices of the arguments its `call` takes, returns one tensor)
 _EXPORTED = {table}
 _loaded = {{}}
@@ -259,6 +364,9 @@ def solution(problem: Problem, modules: Sequence[ExportedModule], variant: Compi
     table = "{\n" + "".join(f"    {m.key!r}: ({f!r}, {m.order!r}, {m.single!r}),\n" for f, m in files.items()) + "}"
     n_out = len(problem.definition.outputs)
     into = all(m.outputs for m in modules)
+    precision = modules[0].precision if modules else dict(PRECISION_DEFAULTS)
+    if any(m.precision != precision for m in modules):
+        raise ValueError("the modules were exported under different precision flags")
     if into and not variant.cuda_graph:
         raise ValueError("destination-passing exports are for the CUDA-graph variant")
     # modules that return their results (an export for the plain variant) get the copy into the outputs
@@ -266,7 +374,8 @@ def solution(problem: Problem, modules: Sequence[ExportedModule], variant: Compi
     if variant.cuda_graph:
         call = "_graphed(_exported, args)" if into else f"_graphed(_into(_exported, {n_out}), args)"
     entry = _ENTRY.format(
-        problem=problem.name, variant=variant.name, replay=replay_source(), table=table, digest=digest, call=call
+        problem=problem.name, variant=variant.name, replay=replay_source(), table=table, digest=digest, call=call,
+        precision=repr(precision),
     )
     return Solution.model_validate({
         "name": solution_name(problem, variant),

@@ -10,6 +10,8 @@ import torch as _torch
 
 _graphs = {}
 _GRAPHS_KEPT = 8  # each graph keeps its own memory pool alive: the oldest goes first
+_uncapturable = {}  # input signature -> why its capture failed: those calls run eagerly from then on
+_cuda = _torch.cuda  # what captures and replays (a test stands a fake in for it off CUDA)
 
 
 def _signature(args):
@@ -34,29 +36,67 @@ def _graph_key(args):
                  for a in args)  # fmt: skip
 
 
+def _on_device(tensors):
+    return bool(tensors) and all(t.is_cuda for t in tensors)
+
+
+def _capture(body):
+    # One capture of ``body()``, or the error that stopped it. ``torch.cuda.graph`` is not used: on an
+    # exception its ``__exit__`` raises from ``capture_end`` before it restores the current stream, which
+    # would leave the caller's later work on the capture stream. Here the capture is always ended (a stream
+    # left capturing refuses every later synchronizing call) and the stream context always exits.
+    # Capture fails where the body synchronizes with the host (``.item()``, ``nonzero``, a CPU fallback) or
+    # copies from pageable host memory; nothing of the body ran then, so the caller can run it eagerly.
+    _cuda.synchronize()
+    graph = _cuda.CUDAGraph()
+    error = None
+    with _cuda.stream(_cuda.Stream()):
+        graph.capture_begin()
+        try:
+            body()
+        except Exception as e:
+            error = e
+        finally:
+            try:
+                graph.capture_end()
+            except Exception as e:  # the capture was invalidated by what the body tried
+                error = error or e
+    if error is not None:
+        _cuda.synchronize()
+        return None, f"{type(error).__name__}: {str(error)[:200]}"
+    return graph, None
+
+
 def _replay_graph(body, args, warmups):
     # ``body()`` does one whole call on ``args`` (destination-passing: it writes the outputs among them). One
     # CUDA graph per buffer set (addresses, shapes, strides, dtypes; scalars by value) replays it, reading the
     # buffers' current contents: the judge refills its buffers in place, so its timed calls are one graph
     # launch each. The first call per key runs ``warmups`` times on a side stream (compiles, autotunes and
-    # launcher caches settle outside the capture), then captures and replays. Off CUDA, and inside someone
-    # else's capture, it calls straight through.
+    # launcher caches settle outside the capture), then captures and replays. Off CUDA, inside someone
+    # else's capture, and for an input signature whose capture once failed, it calls straight through: a
+    # graph never turns a call that works eagerly into one that fails.
     tensors = [a for a in args if isinstance(a, _torch.Tensor)]
-    if not tensors or not all(t.is_cuda for t in tensors) or _torch.cuda.is_current_stream_capturing():
+    if not _on_device(tensors) or _cuda.is_current_stream_capturing():
+        body()
+        return
+    sig = _signature(args)
+    if sig in _uncapturable:
         body()
         return
     key = _graph_key(args)
     graph = _graphs.get(key)
     if graph is None:
-        side = _torch.cuda.Stream()
-        side.wait_stream(_torch.cuda.current_stream())
-        with _torch.cuda.stream(side):
+        side = _cuda.Stream()
+        side.wait_stream(_cuda.current_stream())
+        with _cuda.stream(side):
             for _ in range(warmups):
                 body()
-        _torch.cuda.current_stream().wait_stream(side)
-        graph = _torch.cuda.CUDAGraph()
-        with _torch.cuda.graph(graph):
+        _cuda.current_stream().wait_stream(side)
+        graph, why = _capture(body)
+        if graph is None:
+            _uncapturable[sig] = why
             body()
+            return
         while len(_graphs) >= _GRAPHS_KEPT:
             _graphs.pop(next(iter(_graphs)))
         _graphs[key] = graph

@@ -1,10 +1,12 @@
 """Which planned candidate to try next, given the judge's verdicts so far (deterministic).
 
-Order: (1) the first variant of each template group not tried yet, in plan order (and any reference-derived
-group planned ahead of all templates), so every family and language is measured once before any budget
-goes to tuning; (2) the reference's first planned candidate after the templates (on a GPU its exported
-Inductor code), once: the bar the templates have to clear, measured before the climb, so a small budget
-still holds the reference's best bet where no template beats it; (3) untried grid neighbours (one
+Order: (0) while no candidate of the problem has passed, the untried floor (``Option.floor``: eager's
+numerics, a sure pass), so that a small budget still ends with a passing candidate; (1) the first variant of
+each template group not tried yet, in plan order (and any reference-derived group planned ahead of all
+templates), so every family and language is measured once before any budget goes to tuning; (2) the
+reference's first planned candidate after the templates (on a GPU its exported Inductor code), once: the bar
+the templates have to clear, measured before the climb, so a small budget still holds the reference's best
+bet where no template beats it; (3) untried grid neighbours (one
 parameter one step up or down) of each group's fastest passing variant, the fastest group first: a hill
 climb that follows measured latency and stops where no neighbour is faster; (4) the first variant of each
 remaining group (the other reference-derived ones, each costly to compile); (5) the rest in plan order.
@@ -31,6 +33,7 @@ class Option:
     name: str
     group: str
     params: Mapping[str, Any]
+    floor: bool = False  # the sure pass, proposed first while nothing has passed
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,10 @@ class SearchPolicy:
         open_ = [o for o in options if o.name not in proposed and o.name not in verdicts and o.group not in skip]
         if not open_:
             return None
+        if not any(v.latency < math.inf or math.isnan(v.latency) for _, v in judged):
+            floor = next((o for o in open_ if o.floor), None)
+            if floor is not None:
+                return floor
         touched_names = {o.name for o in options if o.name in proposed or o.name in verdicts}
         touched = {o.group for o in options if o.name in touched_names}
         untried = [o for o in open_ if o.group not in touched]
@@ -109,7 +116,8 @@ class SearchPolicy:
         template = next((o for o in untried if o.name in ahead or not o.group.startswith(REFERENCE_PREFIX)), None)
         if template is not None:
             return template
-        references = [o for o in options if o.group.startswith(REFERENCE_PREFIX)]
+        # the floor is no bar to clear: the reference's best bet after the templates is measured even after it
+        references = [o for o in options if o.group.startswith(REFERENCE_PREFIX) and not o.floor]
         if self.reference_early and not any(o.name in touched_names for o in references):
             first_ref = next((o for o in references if o in open_), None)
             if first_ref is not None:

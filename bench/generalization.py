@@ -1,0 +1,191 @@
+"""How solforge does on problems nobody tuned for: T_b, the offline agent and a summary over a problem set.
+
+Meant for a set made by ``solforge problems generate`` with a seed not used while writing or tuning kernels,
+measured beside the bundled set. Three steps, each resumable (a run cut by a time limit goes on where it
+stopped), each a subprocess so one step's crash is recorded and the others still run:
+
+1. ``tb``: T_b of the chosen workloads (``bench/measure_tb.py``, in-process protocol, same timer as the judge).
+2. ``agents``: the offline agent's candidates judged (``bench/bench_offline_agents.py``) against those T_b.
+3. ``summary``: a Markdown table per problem and per kind, and the headline numbers: share of problems with a
+   passing candidate other than the bare reference, geomean of the best candidate over T_b, share above T_b,
+   median SOL score, problems under 0.9x T_b, REWARD_HACK verdicts and crashes.
+
+    solforge problems generate --seed 7 --count 40 -o kernels_tmp/gen7
+    python bench/generalization.py kernels_tmp/gen7 --device cuda --work kernels_tmp/gen7_run -o gen7.md
+    python bench/generalization.py kernels_tmp/gen7 --steps summary --work kernels_tmp/gen7_run -o gen7.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+STEPS = ("tb", "agents", "summary")
+FLOOR_BAR = 0.9  # a best candidate under this fraction of T_b counts as a regression
+
+
+@dataclass(frozen=True)
+class ProblemRow:
+    name: str
+    kind: str
+    best: str | None
+    passed: int
+    tried: int
+    vs_tb: float | None
+    sol: float | None
+    reward_hacks: int
+    crashed: str | None
+
+    @property
+    def has_real_candidate(self) -> bool:
+        return self.best is not None and self.best != "ref_eager"
+
+
+def geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def problem_kinds(roots: list[Path]) -> dict[str, str]:
+    """Problem name -> its kind: the definition's ``kind:`` tags joined, else its op_type."""
+    out = {}
+    for root in roots:
+        for d in sorted(p.parent for p in root.rglob("definition.json")):
+            data = json.loads((d / "definition.json").read_text())
+            kinds = sorted(t.split(":", 1)[1] for t in data.get("tags", []) if t.startswith("kind:"))
+            out[data["name"]] = "+".join(kinds) or data.get("op_type") or "unknown"
+    return out
+
+
+def run_step(cmd: list[str], log: Path, timeout_s: float) -> str | None:
+    """Run one step; None when it finished, else why not (the log keeps its output)."""
+    print("+", " ".join(cmd), flush=True)
+    with log.open("a") as f:
+        try:
+            rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s, cwd=REPO).returncode
+        except subprocess.TimeoutExpired:
+            return f"timed out after {timeout_s:.0f} s"
+    return None if rc == 0 else f"exit {rc}"
+
+
+def rows(kinds: dict[str, str], records: list[dict], failure: str | None) -> list[ProblemRow]:
+    by_name = {r["problem"]: r for r in records}
+    out = []
+    for name, kind in sorted(kinds.items()):
+        r = by_name.get(name)
+        if r is None:
+            out.append(ProblemRow(name, kind, None, 0, 0, None, None, 0, failure or "not reached"))
+            continue
+        statuses = r.get("statuses", {})
+        hacks = sum("REWARD_HACK" in s for s in statuses.values())
+        out.append(ProblemRow(name, kind, r.get("best"), r.get("passed", 0), r.get("tried", 0), r.get("vs_tb"),
+                              r.get("sol_score"), hacks, r.get("error")))  # fmt: skip
+    return out
+
+
+def fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
+    return "–" if x is None else f"{x:{spec}}{suffix}"
+
+
+def headline(rs: list[ProblemRow]) -> dict[str, float | int | None]:
+    tb = [r.vs_tb for r in rs if r.vs_tb]
+    sols = [r.sol for r in rs if r.sol is not None]
+    return {
+        "problems": len(rs),
+        "real_candidate": sum(r.has_real_candidate for r in rs),
+        "geomean_vs_tb": geomean(tb),
+        "above_tb": sum(x > 1 for x in tb),
+        "with_tb": len(tb),
+        "under_floor": sum(x < FLOOR_BAR for x in tb),
+        "median_sol": statistics.median(sols) if sols else None,
+        "reward_hacks": sum(r.reward_hacks for r in rs),
+        "crashed": sum(r.crashed is not None for r in rs),
+    }
+
+
+def render(rs: list[ProblemRow], title: str) -> str:
+    h = headline(rs)
+    n = max(h["problems"], 1)
+    lines = [
+        title, "",
+        f"- problems: {h['problems']}; a passing candidate other than the bare reference: {h['real_candidate']} "
+        f"({100 * h['real_candidate'] / n:.0f}%); crashed: {h['crashed']}; REWARD_HACK verdicts: {h['reward_hacks']}",
+        f"- best candidate vs T_b: geomean {fmt(h['geomean_vs_tb'], suffix='x')}, above T_b {h['above_tb']}/"
+        f"{h['with_tb']}, under {FLOOR_BAR}x T_b {h['under_floor']}; median SOL score {fmt(h['median_sol'])}",
+        "", "| kind | problems | real candidate | geomean vs T_b | above T_b | median SOL |", "|---|---|---|---|---|---|",
+    ]  # fmt: skip
+    by_kind: dict[str, list[ProblemRow]] = defaultdict(list)
+    for r in rs:
+        by_kind[r.kind].append(r)
+    for kind, group in sorted(by_kind.items()):
+        k = headline(group)
+        lines.append(f"| {kind} | {k['problems']} | {k['real_candidate']} | {fmt(k['geomean_vs_tb'], suffix='x')} "
+                     f"| {k['above_tb']}/{k['with_tb']} | {fmt(k['median_sol'])} |")  # fmt: skip
+    lines += ["", "| problem | kind | best candidate | passing/tried | vs T_b | median SOL | note |",
+              "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rs:
+        note = r.crashed or (f"{r.reward_hacks} REWARD_HACK" if r.reward_hacks else "")
+        lines.append(f"| {r.name} | {r.kind} | {r.best or '– (none passed)'} | {r.passed}/{r.tried} "
+                     f"| {fmt(r.vs_tb, suffix='x')} | {fmt(r.sol)} | {note} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("problems", type=Path, nargs="+", help="problem directories or directories of problems")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--work", type=Path, required=True, help="where each step's records and logs go")
+    ap.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated subset of {','.join(STEPS)}")
+    ap.add_argument("--workloads", type=int, default=3, help="workloads per problem, smallest to largest")
+    ap.add_argument("--max-candidates", type=int, default=6, help="candidates judged per problem")
+    ap.add_argument("--problem-seconds", type=float, default=60.0, help="no new candidate after this long on one")
+    ap.add_argument("--timer", default="events", help="CUDA timer for T_b and the judge alike")
+    ap.add_argument("--tb-variants", help="T_b variants (sol_bench.baseline), comma-separated [all]")
+    ap.add_argument("--tb-compiles", type=int, default=1, help="fresh compiles per torch.compile T_b variant")
+    ap.add_argument("--step-seconds", type=float, default=3600.0, help="a step running longer is stopped")
+    ap.add_argument("-o", "--output", type=Path, required=True)
+    args = ap.parse_args()
+    steps = [s for s in args.steps.split(",") if s]
+    if bad := set(steps) - set(STEPS):
+        ap.error(f"unknown steps {sorted(bad)}; known: {', '.join(STEPS)}")
+    args.work.mkdir(parents=True, exist_ok=True)
+    tb, agents, log = args.work / "tb.jsonl", args.work / "agents.jsonl", args.work / "log.txt"
+    py = sys.executable
+    pick = ["--max-workloads", str(args.workloads), "--workload-pick", "spread"]
+    failures: dict[str, str] = {}
+    if "tb" in steps:
+        cmd = [py, "bench/measure_tb.py", *map(str, args.problems), "--device", args.device, "--timer", args.timer,
+               *pick, "--compiles", str(args.tb_compiles), "--resume", "-o", str(tb)]  # fmt: skip
+        cmd += ["--variants", args.tb_variants] if args.tb_variants else []
+        if why := run_step(cmd, log, args.step_seconds):
+            failures["tb"] = why
+    if "agents" in steps:
+        cmd = [py, "bench/bench_offline_agents.py", *map(str, args.problems), "--device", args.device,
+               "--timer", args.timer, *pick, "--max-candidates", str(args.max_candidates),
+               "--problem-seconds", str(args.problem_seconds), "--json-out", str(agents), "--resume",
+               "-o", str(args.work / "agents.md")]  # fmt: skip
+        cmd += ["--baselines", str(tb)] if tb.exists() and tb.stat().st_size else []
+        if why := run_step(cmd, log, args.step_seconds):
+            failures["agents"] = why
+    records = [json.loads(x) for x in agents.read_text().splitlines() if x.strip()] if agents.exists() else []
+    rs = rows(problem_kinds(args.problems), records, failures.get("agents"))
+    title = f"# Generality: {', '.join(map(str, args.problems))} on {args.device}, {args.workloads} workloads each"
+    text = render(rs, title)
+    if failures:
+        text += "\n" + "\n".join(f"- step {k}: {v} (see {log})" for k, v in failures.items()) + "\n"
+    args.output.write_text(text)
+    (args.work / "headline.json").write_text(json.dumps(headline(rs), indent=1))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""bench/generalization.py's summary: the headline numbers come from the agents' records and the problems' kinds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _problem(root: Path, name: str, kind: str) -> None:
+    d = root / "L1" / name
+    d.mkdir(parents=True)
+    (d / "definition.json").write_text(json.dumps({"name": name, "op_type": "x", "tags": [f"kind:{kind}", "generated"]}))
+
+
+def test_summary_counts_real_candidates_regressions_hacks_and_crashes(tmp_path: Path) -> None:
+    problems, work = tmp_path / "problems", tmp_path / "work"
+    for name, kind in [("a", "rmsnorm"), ("b", "rmsnorm"), ("c", "attention"), ("d", "attention"), ("e", "moe")]:
+        _problem(problems, name, kind)
+    work.mkdir()
+    records = [
+        {"problem": "a", "best": "ref_eager_cudagraph", "passed": 2, "tried": 3, "vs_tb": 1.5, "sol_score": 0.7,
+         "statuses": {"ref_eager_cudagraph": ["PASSED"], "ref_exported": ["REWARD_HACK"]}},
+        {"problem": "b", "best": "ref_eager", "passed": 1, "tried": 1, "vs_tb": 0.5, "sol_score": 0.3},
+        {"problem": "c", "best": "attention_triton", "passed": 1, "tried": 2, "vs_tb": 2.0, "sol_score": 0.8},
+        {"problem": "d", "best": None, "passed": 0, "tried": 0, "error": "RuntimeError: boom"},
+    ]  # "e" never reached
+    (work / "agents.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "table.md"
+    subprocess.run([sys.executable, "bench/generalization.py", str(problems), "--steps", "summary", "--work", str(work),
+                    "-o", str(out)], cwd=REPO, check=True, capture_output=True)  # fmt: skip
+    h = json.loads((work / "headline.json").read_text())
+    assert h["problems"] == 5
+    assert h["real_candidate"] == 2  # a and c; b's best is the bare reference
+    assert h["with_tb"] == 3 and h["above_tb"] == 2 and h["under_floor"] == 1
+    assert abs(h["geomean_vs_tb"] - (1.5 * 0.5 * 2.0) ** (1 / 3)) < 1e-9
+    assert h["median_sol"] == 0.7
+    assert h["reward_hacks"] == 1 and h["crashed"] == 2  # d raised, e was never reached
+    text = out.read_text()
+    assert "| attention | 2 | 1 |" in text and "RuntimeError: boom" in text and "not reached" in text
