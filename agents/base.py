@@ -1,12 +1,12 @@
-"""The contracts between agents, the pipeline and the planner.
+"""The contracts between agents and the pipeline.
 
-An agent proposes a candidate ``Solution`` for a problem, given the feedback of earlier attempts.
-A planner turns per-problem statistics into an allocation of the next round's attempts.
+An agent proposes a candidate ``Solution`` for a problem, given the feedback of earlier attempts (the
+planner's types are in ``solforge.planning.types``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from sol_bench.models import Solution
@@ -96,30 +96,3 @@ class Agent(Protocol):
     def propose(self, problem: Problem, history: Sequence[AttemptFeedback], device: str) -> Candidate | None:
         """Return the next candidate, or None when this agent has nothing more to try."""
         ...
-
-
-@dataclass(frozen=True)
-class ProblemStats:
-    """What the planner knows of one problem after a round."""
-
-    problem: str
-    attempts: int
-    best_sol_score: float | None
-    best_speedup_vs_baseline: float | None
-    recent_gain: float  # improvement of best SOL score over the last round(s)
-    failure_streak: int
-    cost_usd: float
-    gpu_minutes: float
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """The planner's decision for the next round: attempts per problem, with a reason each."""
-
-    attempts: dict[str, int]
-    reasons: dict[str, str] = field(default_factory=dict)
-    stopped: tuple[str, ...] = ()
-
-
-class Planner(Protocol):
-    def allocate(self, stats: Sequence[ProblemStats], slots: int) -> Allocation: ...

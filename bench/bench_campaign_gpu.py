@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from report_text import emit_report
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -152,11 +154,7 @@ def main() -> None:
         window_ratio = (r["candidates"] / r["window_s"]) / base_window_rate if r["window_s"] and base_window_rate else 0.0
         lines.append(f"| {r['gpus']} | {r['rc']} | {r['wall_s']:.0f} | {r['window_s']:.0f} | {r['candidates']} | "
                      f"{r['traces']} | {per_gpu_min:.1f} | {occupancy:.0%} | {busy} | {ratio:.2f}x | {window_ratio:.2f}x |")  # fmt: skip
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    emit_report(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from report_text import emit_report
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixtures" / "problems" / "rmsnorm_small"
 
@@ -127,11 +129,7 @@ def main() -> None:
             f"| {r['judge_s']:.1f} | {r['occupancy']:.0%} | {r['rate'] / base['rate']:.2f}x "
             f"| {(r['candidates'] / r['wall_s']) / (base['candidates'] / base['wall_s']):.2f}x | {r['stop']} |"
         )
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if ns.out:
-        ns.out.parent.mkdir(parents=True, exist_ok=True)
-        ns.out.write_text(text)
+    emit_report(lines, ns.out)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from sol_bench.judge import JudgeConfig, evaluate
 from sol_bench.models import Solution
+from report_text import emit_report
 from sol_bench.problem import load_problem
 
 RMS_REF = """import torch
@@ -165,11 +166,7 @@ def main() -> None:
         lines.append(f"| {label} | {min(meds):.4f} | {med:.4f} | {max(meds):.4f} | {(max(meds) - min(meds)) / med:.1%} | "
                      f"{statistics.median(iqrs):.4f} | {statistics.median(refs):.4f} | {statistics.median(clocks):.0f} |")  # fmt: skip
         print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    emit_report(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,18 @@
-"""The campaign: attempts over many problems, allocated by the rule-based planner, with no round barrier.
+"""The campaign: attempts over many problems, allocated by a planner (rules or an LLM), with no round barrier.
 
 About two attempts per device slot are in flight (one judged, one built); as each verdict is stored the next attempt is
-submitted from the planner's current allocation (flows/schedule.py). When that allocation cannot fill a
+submitted from the planner's current allocation (solforge/planning/window.py). When that allocation cannot fill a
 free slot, the planner reads the results tables (DuckDB) again and re-allocates; each of its runs is a
 ``round`` of the ``decisions`` table, every decision stored with its reason. A run stops starting attempts
 when its time or money budget is spent or when no problem is left: each stops when it reaches the
 candidate cap (per problem), when the planner stops it, when the agent has nothing more to try or when the
 agent failed on it. The run ends when the attempts in flight are stored.
+
+Under a money budget the paid calls (an agent's proposal, the LLM planner's allocation) go one at a time,
+each only after the spend so far (failed calls included) is stored and found under the budget: a run never
+passes ``budget_usd`` by more than one call. Each proposal's agent is told what is left of the budget.
+
+Problems' histories start with what earlier runs in the data dir judged (``flows.optimize.load_states``).
 
 One problem's failure never ends the run: a problem directory that does not load is reported (file and
 field) and left out, an agent error or a judge failure becomes a ``failures`` row (``flows/optimize.py``),
@@ -28,14 +34,15 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field
 
-from agents.base import ProblemStats
 from sol_bench.errors import InputError
 from sol_bench.problem import Problem, find_problems, load_problem
 from solforge.agent_spec import AgentSpec
 from solforge.judge_client import JudgeOptions, restrict
-from solforge.planning.rules import RulePlanner
+from solforge.planning.factory import PlannerKind, make_planner
+from solforge.planning.types import Allocation, ProblemStats
+from solforge.planning.window import Window
 from solforge.store import ResultStore, check_run_id
-from solforge.store.query import connect
+from solforge.store.campaign_queries import baseline_times, run_totals
 from solforge.store.stats import problem_stats
 from tasks.benchmark import benchmark_baseline
 from tasks.generate import describe
@@ -47,7 +54,6 @@ from .optimize import (
 from .report import report
 from .runtime import artifact_key, dask_runtime, gpu
 from .runtime import data_dir as resolve_data_dir
-from .schedule import Window
 
 DEFAULT_PROBLEMS = "data/problems"
 DEFAULT_CANDIDATES_PER_PROBLEM = 3
@@ -69,6 +75,9 @@ class CampaignConfig(BaseModel):
     max_workload_mib: float | None = None
     measure_baseline: bool = False
     show_progress: bool = False
+    planner: PlannerKind = "rules"
+    planner_model: str | None = None  # litellm model of the LLM planner (default: the agents' model)
+    planner_api_base: str | None = None
 
 
 def new_run_id() -> str:
@@ -121,44 +130,14 @@ def load_problems(dirs: list[str]) -> tuple[list[Problem], list[Skipped]]:
     return problems, skipped
 
 
-def baseline_times(store_dir: str, problem: str, device: str) -> dict[str, float]:
-    """Workload uuid -> the latest T_b measured for ``problem`` on ``device`` (empty: eager stands in)."""
-    con = connect(store_dir)
-    try:
-        rows = con.sql(
-            "SELECT workload_uuid, arg_max(latency_ms, created_at) AS t_b FROM baselines "
-            "WHERE problem = ? AND device = ? AND kind = 't_b' AND status = 'PASSED' GROUP BY 1",
-            params=[problem, device],
-        ).fetchall()
-    finally:
-        con.close()
-    return {uuid: t_b for uuid, t_b in rows if t_b}
-
-
-def _stored_count(store_dir: str, run_id: str) -> tuple[int, float, int]:
-    """Candidates stored by the run, money spent (failed proposals included) and the last planner round."""
-    con = connect(store_dir)
-    try:
-        n, usd = con.sql(
-            "SELECT count(*), coalesce(sum(cost_usd), 0) FROM candidates WHERE run_id = ?", params=[run_id]
-        ).fetchall()[0]
-        usd += con.sql(
-            "SELECT coalesce(sum(cost_usd), 0) FROM failures WHERE run_id = ?", params=[run_id]
-        ).fetchall()[0][0]
-        last = con.sql("SELECT coalesce(max(round), -1) FROM decisions WHERE run_id = ?", params=[run_id]).fetchall()[0][0]
-    finally:
-        con.close()
-    return int(n), float(usd), int(last)
-
-
 class _Rolling:
     """The campaign's loop: keep ``2 x gpu_slots`` attempts in flight, store each result as it arrives and
     submit the next attempt at once; the planner re-allocates whenever the current allocation cannot fill
-    a free slot (see flows/schedule.py). Each planner run is a ``round`` of the decisions table."""
+    a free slot (see solforge/planning/window.py). Each planner run is a ``round`` of the decisions table."""
 
     def __init__(
         self, cfg: CampaignConfig, store: ResultStore, states: dict[str, ProblemState], problems: list[Problem],
-        options: JudgeOptions, gpu_slots: int, progress: _Progress, stored: int, first_round: int,
+        options: JudgeOptions, gpu_slots: int, progress: _Progress, stored: int, first_round: int, spent: float,
     ) -> None:
         self.cfg, self.store, self.states, self.problems, self.options = cfg, store, states, problems, options
         self.gpu_slots, self.progress = gpu_slots, progress
@@ -166,7 +145,9 @@ class _Rolling:
         # attempt can take longer than the gap between verdicts (bench/bench_scheduling.py: 2 slots at 80%
         # occupancy with slots + 1, 89% with 2 x slots)
         self.window = Window(size=2 * gpu_slots)
-        self.planner = RulePlanner()
+        self.planner = make_planner(cfg.planner, cfg.planner_model or cfg.agent.model,
+                                    cfg.planner_api_base or cfg.agent.api_base)
+        self.spent = spent  # USD of this run: stored candidates, failed attempts and planner calls
         self.rnd = first_round
         self.stored = stored  # candidate rows of this run
         self.stop: str | None = None  # why no more attempts are started
@@ -203,12 +184,22 @@ class _Rolling:
         self.retire(problem, f"{CAP_REACHED} ({self.cfg.max_candidates} per problem)")
         return True
 
+    def money_left(self) -> float | None:
+        return None if self.cfg.budget_usd is None else self.cfg.budget_usd - self.spent
+
     def fill(self, t_start: float) -> None:
         cfg = self.cfg
         while self.stop is None and self.window.has_room():
             if cfg.budget_minutes is not None and (time.monotonic() - t_start) / 60 >= cfg.budget_minutes:
                 self.stop = "time budget spent"
                 return
+            left = self.money_left()
+            if left is not None:
+                if self.unstored:  # a paid call is out: its cost decides whether another may start
+                    return
+                if left <= 0:
+                    self.stop = "money budget spent"
+                    return
             if self.window.should_plan():
                 self.plan()
                 if self.stop is not None:
@@ -218,7 +209,8 @@ class _Rolling:
                 return
             if self.capped(name):
                 continue
-            [a] = submit_attempts(cfg.run_id, self.states[name], 1, cfg.agent, self.options)
+            agent = cfg.agent if left is None else cfg.agent.model_copy(update={"budget_usd": left})
+            [a] = submit_attempts(cfg.run_id, self.states[name], 1, agent, self.options)
             self.window.submitted(name)
             self.unstored[a.cid] = a
             for fut, is_verdict in ((a.prepared, False), (a.judged, True)):
@@ -229,6 +221,8 @@ class _Rolling:
         candidate row always first, so a resumed run finds every judged candidate)."""
         if self.unstored.pop(a.cid, None) is not None:
             generated = store_prepared(self.store, self.cfg.run_id, a)
+            self.spent += generated.candidate.cost_usd if generated.candidate else 0.0
+            self.spent += generated.failure.cost_usd if generated.failure else 0.0
             self.made[a.cid] = generated.candidate is not None
             if generated.candidate is not None:
                 self.stored += 1
@@ -245,10 +239,6 @@ class _Rolling:
 
     def plan(self) -> None:
         cfg = self.cfg
-        _, spent, _ = _stored_count(cfg.data_dir, cfg.run_id)
-        if cfg.budget_usd is not None and spent >= cfg.budget_usd:
-            self.stop = "money budget spent"
-            return
         judged = dict(self.window.judged_since_plan)
         known = {s.problem: s for s in problem_stats(cfg.data_dir, cfg.run_id, {p: n for p, n in judged.items() if n})}
         stats = []
@@ -264,14 +254,18 @@ class _Rolling:
         live = [s for s in stats if s.problem not in self.window.exhausted]
         remaining = sum(self.cfg.max_candidates - self.states[s.problem].next_attempt for s in live)
         alloc = self.planner.allocate(live, min(remaining, max(len(self.problems), 2 * self.gpu_slots)))
+        if alloc.fallback:
+            get_run_logger().warning(f"round {self.rnd}: the LLM planner's answer was not used: {alloc.fallback}")
+        self.spent += alloc.cost_usd
         self.window.new_plan(alloc.attempts)
-        reasons = dict(alloc.reasons) | self.done
+        reasons = _decision_reasons(alloc) | self.done
         self.store.append("decisions", [
             {"run_id": cfg.run_id, "round": self.rnd, "problem": s.problem, "attempts": alloc.attempts.get(s.problem, 0),
              "stopped": s.problem in alloc.stopped or s.problem in self.window.exhausted,
              "headroom": None if s.best_sol_score is None else 1.0 - s.best_sol_score,
-             "reason": reasons.get(s.problem, "no slot this round")}
-            for s in stats
+             "reason": reasons.get(s.problem, "no slot this round"), "planner": alloc.planner,
+             "cost_usd": alloc.cost_usd if i == 0 else 0.0}
+            for i, s in enumerate(stats)
         ])
         create_markdown_artifact(
             key=artifact_key("progress", cfg.run_id),
@@ -281,6 +275,12 @@ class _Rolling:
         self.rnd += 1
         if sum(alloc.attempts.values()) == 0:
             self.stop = self.why_done() if not live else "planner stopped every problem"
+
+
+def _decision_reasons(alloc: Allocation) -> dict[str, str]:
+    if not alloc.fallback:
+        return dict(alloc.reasons)
+    return {p: f"LLM planner's answer unusable ({alloc.fallback}); rules: {r}" for p, r in alloc.reasons.items()}
 
 
 @flow(name="campaign-rounds")
@@ -323,20 +323,19 @@ def campaign_rounds(
         measure_missing_baselines(cfg, store, problems, options)
     for st in states.values():
         st.t_b_ms = baseline_times(cfg.data_dir, st.problem.name, device)
-    stored, spent, last_round = _stored_count(cfg.data_dir, cfg.run_id)
+    totals = run_totals(cfg.data_dir, cfg.run_id)
     progress = _Progress(cfg.max_candidates * len(problems), cfg.show_progress)
-    progress.done = stored - sum(len(s.pending) for s in states.values())
+    progress.done = totals.candidates - sum(len(s.pending) for s in states.values())
 
     pending = [submit_rejudge(cfg.run_id, st, cid, sol, options) for st in states.values() for cid, sol in st.pending]
     for _ in collect(store, cfg.run_id, pending):
         progress.step("resumed")
-    stored, _, _ = _stored_count(cfg.data_dir, cfg.run_id)
-
-    rolling = _Rolling(cfg, store, states, problems, options, gpu_slots, progress, stored, last_round + 1)
+    rolling = _Rolling(cfg, store, states, problems, options, gpu_slots, progress, totals.candidates,
+                       totals.last_round + 1, totals.spent_usd)
     stop_reason = rolling.run(t_start)
     progress.close()
     return {"stop_reason": stop_reason, "wall_s": time.monotonic() - t_start,
-            "skipped_problems": [asdict(sk) for sk in skipped], "failures": _failure_count(cfg.data_dir, cfg.run_id)}
+            "skipped_problems": [asdict(sk) for sk in skipped], "failures": run_totals(cfg.data_dir, cfg.run_id).failures}
 
 
 def measure_missing_baselines(
@@ -360,14 +359,6 @@ def measure_missing_baselines(
         store.append("baselines", rows)
 
 
-def _failure_count(store_dir: str, run_id: str) -> int:
-    con = connect(store_dir)
-    try:
-        return int(con.sql("SELECT count(*) FROM failures WHERE run_id = ?", params=[run_id]).fetchall()[0][0])
-    finally:
-        con.close()
-
-
 @flow(name="campaign")
 def campaign(
     problems: list[str] | None = None,
@@ -389,11 +380,15 @@ def campaign(
     max_workloads: int | None = None,
     max_workload_mib: float | None = None,
     cpu_device_workers: int = 1,
+    planner: PlannerKind = "rules",
+    planner_model: str | None = None,
 ) -> dict[str, Any]:
     """Optimize many problems under the planner; returns the report (table + aggregates), why it stopped,
     the problems left out (they did not load) and how many failure rows the run stored.
 
-    ``max_candidates``: attempts per problem at most (default 3); the budgets bound the whole run."""
+    ``max_candidates``: attempts per problem at most (default 3); the budgets bound the whole run.
+    ``planner``: 'rules' or 'llm' (``planner_model``, default ``model``; its unusable answers fall back to
+    the rules)."""
     store_dir = resolve_data_dir(data_dir)
     run_id = check_run_id(run_id or new_run_id())
     dirs = expand_problems(problems)
@@ -409,8 +404,9 @@ def campaign(
         max_candidates=max_candidates if max_candidates is not None else DEFAULT_CANDIDATES_PER_PROBLEM,
         budget_minutes=budget_minutes, budget_usd=budget_usd, timeout_s=timeout_s, iterations=iterations,
         measure_baseline=measure_baseline, show_progress=show_progress, max_workloads=max_workloads,
-        max_workload_mib=max_workload_mib,
+        max_workload_mib=max_workload_mib, planner=planner, planner_model=planner_model,
     )
+    make_planner(planner, planner_model or model, api_base)  # a bad request fails before any cluster starts
     store = ResultStore(store_dir)
     store.ensure_layout()
     t0 = time.monotonic()

@@ -15,7 +15,6 @@ the run goes on; a candidate whose judge failed stays unjudged, so a resumed run
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,7 @@ from sol_bench.problem import Problem, load_problem
 from solforge.agent_spec import AgentSpec
 from solforge.judge_client import JudgeOptions
 from solforge.store import ResultStore
-from solforge.store.query import connect
+from solforge.store.campaign_queries import earlier_attempts, run_attempts
 from solforge.store.rows import candidate_id, feedback
 from tasks.common import Compiled, Generated, Prepared, Scored
 from tasks.compile import compile_candidate
@@ -42,6 +41,8 @@ from tasks.verify import verify
 
 from .runtime import data_dir as resolve_data_dir
 from .runtime import dask_runtime, gpu
+
+EARLIER_ATTEMPTS = 64  # of earlier runs, per problem: the prompt summarises old ones, the search skips them
 
 
 @dataclass
@@ -55,41 +56,44 @@ class ProblemState:
     t_b_ms: dict[str, float] = field(default_factory=dict)  # workload uuid -> measured T_b, if any
 
 
-def load_states(data_dir: Path, run_id: str, problems: list[Problem]) -> dict[str, ProblemState]:
-    """Rebuild each problem's state from the tables, so that a resumed run neither loses nor repeats work."""
+def load_states(
+    data_dir: Path, run_id: str, problems: list[Problem], earlier: int = EARLIER_ATTEMPTS
+) -> dict[str, ProblemState]:
+    """Rebuild each problem's state from the tables, so that a resumed run neither loses nor repeats work.
+
+    A problem's history starts with what earlier runs in the data dir judged (at most ``earlier`` of their
+    newest attempts, their best passing one last), so a new run builds on them: the offline agent's search
+    skips what was measured, an LLM starts from the best earlier source."""
     states = {p.name: ProblemState(problem=p) for p in problems}
-    con = connect(data_dir)
-    try:
-        cands = con.sql(
-            "SELECT problem, candidate_id, attempt FROM candidates WHERE run_id = ? ORDER BY problem, attempt",
-            params=[run_id],
-        ).to_arrow_table().to_pylist()
-        traces = con.sql("SELECT * FROM traces WHERE run_id = ?", params=[run_id]).to_arrow_table().to_pylist()
-        failed_attempts = con.sql(
-            "SELECT problem, max(attempt) FROM failures WHERE run_id = ? AND attempt IS NOT NULL GROUP BY 1",
-            params=[run_id],
-        ).fetchall()
-    finally:
-        con.close()
-    for problem, last in failed_attempts:  # an attempt that failed before making a candidate still counts
+    for name, attempts in earlier_attempts(data_dir, run_id, list(states), earlier).items():
+        for e in attempts:
+            solution = _stored_solution(data_dir, e.run_id, e.candidate_id)
+            if solution is not None:
+                states[name].history.append(AttemptFeedback(e.candidate_id, solution, feedback(e.traces)))
+    stored = run_attempts(data_dir, run_id)
+    for problem, last in stored.last_failed.items():  # an attempt that failed before making a candidate counts
         if problem in states:
             states[problem].next_attempt = max(states[problem].next_attempt, last + 1)
-    by_cand: dict[str, list[dict[str, Any]]] = {}
-    for t in traces:
-        by_cand.setdefault(t["candidate_id"], []).append(t)
-    for c in cands:
+    for c in stored.candidates:
         st = states.get(c["problem"])
         if st is None:
             continue
         st.next_attempt = max(st.next_attempt, c["attempt"] + 1)
-        sol_file = solution_path(data_dir, run_id, c["candidate_id"])
-        solution = Solution.model_validate(json.loads(sol_file.read_text()))
-        rows = by_cand.get(c["candidate_id"])
+        solution = _stored_solution(data_dir, run_id, c["candidate_id"])
+        if solution is None:
+            raise FileNotFoundError(f"{solution_path(data_dir, run_id, c['candidate_id'])}: the candidate row "
+                                    "has no solution file")  # fmt: skip
+        rows = stored.traces.get(c["candidate_id"])
         if rows:
             st.history.append(AttemptFeedback(c["candidate_id"], solution, feedback(rows)))
         else:
             st.pending.append((c["candidate_id"], solution))
     return states
+
+
+def _stored_solution(data_dir: Path, run_id: str, candidate_id: str) -> Solution | None:
+    path = solution_path(data_dir, run_id, candidate_id)
+    return Solution.model_validate_json(path.read_text()) if path.exists() else None
 
 
 @task(name="prepare", cache_policy=NO_CACHE)

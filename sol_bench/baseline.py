@@ -1,14 +1,17 @@
-"""T_b: the optimized-PyTorch baseline of each workload, timed with the judge's protocol, and its store.
+"""T_b: the optimized-PyTorch baseline of each workload, timed as the judge times a candidate, and its store.
 
 T_b is the best of the eager reference and PyTorch's own optimizations of it: ``torch.compile`` (default and
 max-autotune without CUDA graphs) and, on CUDA, CUDA-graph replay of the eager and compiled calls, which is
-what removes launch overhead from small workloads. A variant counts only if its outputs match the eager
-reference within the workload's tolerance. The reference is trusted problem code: it runs in-process.
+what removes launch overhead from small workloads. Each variant is the reference's source with a wrapper
+(``variant_solution``), judged by ``sol_bench.judge.evaluate``: the same sandboxed worker, inputs, preparation,
+timer and statistic as candidates (``sol_bench.timed_phase``), so T_b's own code judged as a candidate reads
+1.0x of T_b. A variant counts only if it passes the judge (its outputs match the reference within the
+workload's tolerance); eager not passing is a ReferenceFailure.
 
 Inductor picks kernel configs at run time by timing them, so one compile is one draw: on an H200, fresh
 compiles of one problem kept different configs and read up to 50% apart (``bench/tb_stability.py``).
-``BaselineConfig.compiles`` compiles each torch.compile variant that many times, afresh (Dynamo reset, every
-compile cache off), and keeps the fastest; every draw is recorded.
+``BaselineConfig.compiles`` judges each torch.compile variant that many times, each in a fresh worker with
+every compile cache off, and keeps the fastest; every draw is recorded.
 
 Stored as ``<data_dir>/baselines/<device-slug>/<problem>.json``, written atomically (temp file + rename).
 """
@@ -20,19 +23,18 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from .correctness import compare
-from .errors import CandidateFailure, ReferenceFailure
-from .inputs import InputContext, make_inputs
-from .models import Workload
+from .errors import ReferenceFailure
+from .inputs import InputContext
+from .models import Definition, Solution, Status, Workload
 from .problem import Problem
-from .reference import Reference, load_reference
+from .reference import Reference
 from .sol.hardware import device_name, slugify
-from .timing import LAUNCH_PREROLL_US, time_callable
+from .subject import trusted_solution
+from .timing import LAUNCH_PREROLL_US, TimingPlan
 
 EAGER = "eager"
 COMPILE_DEFAULT = "compile-default"
@@ -81,18 +83,23 @@ class ProblemBaselines(BaseModel):
 class BaselineConfig:
     device: str = "cpu"
     variants: tuple[str, ...] | None = None  # None: every variant the device supports
-    warmup: int = 10
+    warmup: int = 10  # the judge's timing plan (sol_bench.timing.TimingPlan), as JudgeConfig's defaults
     iterations: int = 50
-    flush_l2: bool = True
+    min_iterations: int = 5
+    time_budget_s: float = 5.0
     preroll_us: float = LAUNCH_PREROLL_US  # CUDA launch pre-roll, as the judge's (sol_bench.timing)
+    preroll_kind: str = "stream"
     timer: str = "events"  # CUDA timer, as the judge's: T_b and T_k must come from the same one
     seed: int = 0
     ctx: InputContext = field(default_factory=InputContext)
     compiles: int = 1  # fresh compiles of each torch.compile variant; the fastest counts
+    staging_root: Path = Path("kernels_tmp")
+    timeout_s: float = 600.0  # per variant and workload, compiling included
 
     def __post_init__(self) -> None:
         if self.compiles < 1:
             raise ValueError(f"compiles must be at least 1, got {self.compiles}")
+        TimingPlan(self.warmup, self.min_iterations, self.iterations, self.time_budget_s)
 
     def chosen_variants(self) -> tuple[str, ...]:
         is_cuda = torch.device(self.device).type == "cuda"
@@ -104,122 +111,151 @@ class BaselineConfig:
             wanted = tuple(v for v in wanted if not v.startswith("cudagraph"))
         return tuple(dict.fromkeys((EAGER, *wanted)))
 
+    def judge_config(self):
+        """The judge's configuration for timing one variant: the candidate's protocol, no reference timing."""
+        from .judge import JudgeConfig
 
-def _outputs(x: Any) -> list[torch.Tensor]:
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, dict):
-        x = list(x.values())
-    return [t for t in x if isinstance(t, torch.Tensor)] if isinstance(x, (tuple, list)) else []
-
-
-def _graphed(fn: Callable[[], Any], device: torch.device) -> Callable[[], Any]:
-    """Capture ``fn`` into a CUDA graph (after a warm-up on a side stream) and return its replay."""
-    stream = torch.cuda.Stream(device)
-    stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream(device).wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-
-    def replay() -> Any:
-        graph.replay()
-        return out
-
-    return replay
-
-
-def _variant_callable(name: str, run: Callable[..., Any], inputs: list[Any], device: torch.device) -> Callable[[], Any]:
-    if name == EAGER:
-        return lambda: run(*inputs)
-    if name == COMPILE_DEFAULT:
-        compiled = torch.compile(run, dynamic=False)
-        return lambda: compiled(*inputs)
-    if name == COMPILE_MAX_AUTOTUNE:
-        compiled = torch.compile(run, mode="max-autotune-no-cudagraphs", dynamic=False)
-        return lambda: compiled(*inputs)
-    if name == CUDAGRAPH_EAGER:
-        return _graphed(lambda: run(*inputs), device)
-    if name == CUDAGRAPH_COMPILE:
-        compiled = torch.compile(run, dynamic=False)
-        return _graphed(lambda: compiled(*inputs), device)
-    raise ValueError(f"unknown variant {name!r}")
+        return JudgeConfig(
+            device=self.device, timeout_s=self.timeout_s, seed=self.seed, correctness_rounds=2, warmup=self.warmup,
+            iterations=self.iterations, min_iterations=self.min_iterations, time_budget_s=self.time_budget_s,
+            data_root=self.ctx.data_root, staging_root=self.staging_root, time_reference=False,
+            launch_preroll_us=self.preroll_us, preroll_kind=self.preroll_kind, timer=self.timer,
+        )  # fmt: skip
 
 
 COMPILED_VARIANTS = frozenset({COMPILE_DEFAULT, COMPILE_MAX_AUTOTUNE, CUDAGRAPH_COMPILE})
+_COMPILE_MODES = {COMPILE_DEFAULT: None, COMPILE_MAX_AUTOTUNE: "max-autotune-no-cudagraphs", CUDAGRAPH_COMPILE: None}
+
+# Prepended to a compiled variant: one compile is one draw, so nothing cached from an earlier one is reused.
+_FRESH_COMPILE = """
+import torch._inductor.config as _sol_bench_inductor_config
+
+_sol_bench_inductor_config.force_disable_caches = True  # FX graph, AOT autograd and autotune caches
+"""
+
+_COMPILED = """
+import torch as _sol_bench_torch
+
+_sol_bench_target = _sol_bench_torch.compile(run, dynamic=False{mode})
+"""
+
+_EAGER_TARGET = """
+_sol_bench_target = run
+"""
+
+# CUDA-graph variants take the outputs (destination passing) and replay one graph per argument signature
+# (the judge's buffer sets keep their addresses; their content is refilled in place, which a replay reads).
+_GRAPHED = """
+import torch as _sol_bench_torch
+
+_sol_bench_graphs = {{}}
 
 
-def _fresh_compiles():
-    """A context in which torch.compile compiles and autotunes afresh rather than reusing a cached result."""
-    import torch._inductor.config as inductor_config
+def _sol_bench_body(inputs, outputs):
+    res = _sol_bench_target(*inputs)
+    res = res if isinstance(res, (tuple, list)) else (res,)
+    for o, r in zip(outputs, res):
+        o.copy_(r)
 
-    return inductor_config.patch(force_disable_caches=True)  # FX graph, AOT autograd and autotune caches
+
+def solforge_graphed(*args):
+    inputs, outputs = args[:{n_in}], args[{n_in}:]
+    key = tuple((a.data_ptr(), tuple(a.shape), a.dtype) if isinstance(a, _sol_bench_torch.Tensor) else a for a in args)
+    graph = _sol_bench_graphs.get(key)
+    if graph is None:
+        side = _sol_bench_torch.cuda.Stream()
+        side.wait_stream(_sol_bench_torch.cuda.current_stream())
+        with _sol_bench_torch.cuda.stream(side):
+            for _ in range(3):
+                _sol_bench_body(inputs, outputs)
+        _sol_bench_torch.cuda.current_stream().wait_stream(side)
+        graph = _sol_bench_torch.cuda.CUDAGraph()
+        with _sol_bench_torch.cuda.graph(graph):
+            _sol_bench_body(inputs, outputs)
+        _sol_bench_graphs[key] = graph
+    graph.replay()
+"""
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+def variant_solution(definition: Definition, name: str) -> Solution:
+    """Variant ``name`` of the reference as a solution the judge times like any candidate."""
+    if name not in ALL_VARIANTS:
+        raise ValueError(f"unknown variant {name!r}")
+    label = f"{definition.name}__tb_{name}"
+    compiled = name in COMPILED_VARIANTS
+    mode = _COMPILE_MODES.get(name)
+    target = _COMPILED.format(mode=f", mode={mode!r}" if mode else "") if compiled else _EAGER_TARGET
+    if compiled:
+        target = _FRESH_COMPILE + target
+    if name.startswith("cudagraph"):
+        graphed = _GRAPHED.format(n_in=len(definition.inputs))
+        return trusted_solution(definition, label, "solforge_graphed", dps=True, extra=target + graphed)
+    return trusted_solution(definition, label, "_sol_bench_target", extra=target)
+
+
+@dataclass(frozen=True)
+class VariantTime:
+    median_ms: float
+    iqr_ms: float
+    method: str
+
+
+class VariantFailed(Exception):
+    """A variant did not pass the judge; ``status`` is its verdict."""
+
+    def __init__(self, status: Status, text: str):
+        super().__init__(text)
+        self.status = status
+
+
+def judge_variant(problem: Problem, solution: Solution, config: BaselineConfig) -> VariantTime:
+    """One variant on ``problem``'s single workload, judged as a candidate."""
+    from .judge import evaluate
+
+    [trace] = evaluate(problem, solution, config.judge_config())
+    ev = trace.evaluation
+    if ev.status is not Status.PASSED or ev.performance is None:
+        raise VariantFailed(ev.status, ev.reason or ev.log[-500:])
+    perf = ev.performance
+    return VariantTime(perf.latency_ms, perf.latency_iqr_ms or 0.0, perf.timing_method or "")
 
 
 def measure_workload(
-    problem: Problem, workload: Workload, reference: Reference, config: BaselineConfig
+    problem: Problem, workload: Workload, reference: Reference | None = None, config: BaselineConfig = BaselineConfig()
 ) -> BaselineRecord:
-    """Time every variant on one workload and keep the best one whose outputs match eager."""
+    """Judge every variant on one workload and keep the best one that passes.
+
+    ``reference`` is accepted for callers written when the reference ran in this process; the judge loads
+    the problem's reference itself."""
     device = torch.device(config.device)
-    ctx = config.ctx if config.ctx.problem_dir else InputContext(problem.path, config.ctx.data_root)
-
-    def fresh_inputs() -> list[Any]:
-        return list(make_inputs(problem.definition, workload, device, config.seed, reference, ctx).values())
-
-    try:
-        with torch.no_grad():
-            expected = [t.clone() for t in _outputs(reference.run(*fresh_inputs()))]
-        _sync(device)
-    except Exception as e:
-        raise ReferenceFailure(f"{problem.name}/{workload.uuid}: reference failed: {type(e).__name__}: {e}") from e
-
+    one = problem.select([workload.uuid])
     times: dict[str, float] = {}
     iqrs: dict[str, float] = {}
     method = None
     failed: dict[str, str] = {}
     draws: dict[str, list[float]] = {}
     for name in config.chosen_variants():
+        solution = variant_solution(problem.definition, name)
         for _ in range(config.compiles if name in COMPILED_VARIANTS else 1):
-            torch.compiler.reset()  # a fresh compile per shape: no recompile limit, no stale guards
             try:
-                with torch.no_grad(), _fresh_compiles():
-                    fn = _variant_callable(name, reference.run, fresh_inputs(), device)
-                    got = _outputs(fn())
-                    _sync(device)
-                    if len(got) != len(expected):
-                        raise ValueError(f"returned {len(got)} outputs, eager returned {len(expected)}")
-                    for i, (o, r) in enumerate(zip(got, expected)):
-                        compare(f"#{i}", o, r, workload.tolerance)
-                    stats = time_callable(fn, device, config.warmup, config.iterations, config.flush_l2, None,
-                                          config.preroll_us, timer=config.timer)  # fmt: skip
-            except CandidateFailure as e:
-                failed[name] = f"outputs differ from eager: {e}"
-                break
-            # A variant that cannot be built or run here (compiler missing, graph capture of a syncing op) is
-            # recorded with its reason and left out of T_b; only eager failing is fatal.
-            except Exception as e:  # noqa: BLE001
+                got = judge_variant(one, solution, config)
+            except VariantFailed as e:
                 if name == EAGER:
-                    raise ReferenceFailure(f"{problem.name}/{workload.uuid}: eager timing failed: {e}") from e
-                failed[name] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
+                    raise ReferenceFailure(
+                        f"{problem.name}/{workload.uuid}: the eager reference failed the judge ({e.status.value}): {e}"
+                    ) from e
+                why = "outputs differ from eager (the reference)" if e.status is Status.INCORRECT_NUMERICAL else ""
+                failed[name] = (f"{why}: {e}" if why else f"{e.status.value}: {e}")[:500]
                 break
             if name in COMPILED_VARIANTS:
-                draws.setdefault(name, []).append(stats.median_ms)
-            if name not in times or stats.median_ms < times[name]:
-                times[name], iqrs[name] = stats.median_ms, stats.iqr_ms
-            method = stats.method
+                draws.setdefault(name, []).append(got.median_ms)
+            if name not in times or got.median_ms < times[name]:
+                times[name], iqrs[name] = got.median_ms, got.iqr_ms
+            method = got.method
         if name in failed:  # one failed compile (a mismatch, a crash) leaves the variant out altogether
             times.pop(name, None)
             iqrs.pop(name, None)
             draws.pop(name, None)
-    torch.compiler.reset()
     best = min(times, key=times.__getitem__)
     return BaselineRecord(
         problem=problem.name,
@@ -239,8 +275,7 @@ def measure_workload(
 
 
 def measure_baselines(problem: Problem, config: BaselineConfig) -> list[BaselineRecord]:
-    reference = load_reference(problem.definition)
-    return [measure_workload(problem, w, reference, config) for w in problem.workloads]
+    return [measure_workload(problem, w, None, config) for w in problem.workloads]
 
 
 def baseline_path(data_dir: Path | str, problem: str, device: str) -> Path:

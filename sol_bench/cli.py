@@ -61,6 +61,8 @@ def run_eval(
     preroll_kind: str = "stream",
     timer: str = "events",
     buffers: str = "shared",
+    min_iterations: int = 5,
+    time_budget_s: float = 5.0,
 ) -> int:
     """Judge one solution on every workload.
 
@@ -76,6 +78,7 @@ def run_eval(
         device=device, timeout_s=timeout_s, compile_timeout_s=compile_timeout_s, seed=seed,
         iterations=iterations, warmup=warmup, staging_root=staging_root, data_root=data_root,
         launch_preroll_us=launch_preroll_us, preroll_kind=preroll_kind, timer=timer, buffers=buffers,
+        min_iterations=min_iterations, time_budget_s=time_budget_s,
     )  # fmt: skip
     if not as_json:
         print(f"{'workload':24} {'status':20} {'ms':>10} {'ref ms':>10} {'speedup':>8} {'T_SOL ms':>10}", file=out)
@@ -126,6 +129,20 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sol_bench", description="The solforge judge.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -138,8 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--timeout", type=float, default=300.0)
     e.add_argument("--compile-timeout", type=float, default=600.0)
     e.add_argument("--seed", type=int)
-    e.add_argument("--iterations", type=int, default=50)
-    e.add_argument("--warmup", type=int, default=10)
+    e.add_argument("--iterations", type=_positive_int, default=50,
+                   help="the most timed iterations per workload (default %(default)s)")
+    e.add_argument("--min-iterations", type=_positive_int, default=5,
+                   help="the fewest timed iterations, whatever the time budget (default %(default)s)")
+    e.add_argument("--time-budget", type=_positive, default=5.0, dest="time_budget_s",
+                   help="seconds of timed iterations per workload, for the candidate and again for the reference: "
+                        "the count is what fits, estimated from the warm-up (default %(default)s)")
+    e.add_argument("--warmup", type=int, default=10,
+                   help="the most warm-up calls; fewer once they used a fifth of the time budget (default %(default)s)")
     e.add_argument("--staging-root", type=Path, default=Path("kernels_tmp"))
     e.add_argument("--data-root", type=Path)
     e.add_argument("--workload", action="append", help="judge only this workload uuid (repeatable)")
@@ -173,7 +197,7 @@ def _dispatch(args: argparse.Namespace, out: IO[str] | None = None) -> int:
                 args.compile_timeout, args.seed, args.iterations, args.warmup, args.staging_root, args.data_root,
                 out=out, workloads=args.workload, max_workloads=args.max_workloads,
                 launch_preroll_us=args.launch_preroll_us, preroll_kind=args.preroll_kind, timer=args.timer,
-                buffers=args.buffers,
+                buffers=args.buffers, min_iterations=args.min_iterations, time_budget_s=args.time_budget_s,
             )  # fmt: skip
         return run_validate(args.dirs, args.json, out=out)
     except InputError as err:

@@ -4,13 +4,13 @@ The judge's process holds the inputs, the reference outputs and the verdicts. Ca
 separate, sandboxed process (``sol_bench.worker``) that receives input and output buffers shared with the
 judge's memory (never the reference outputs) and answers with JSON. Per workload:
 
-1. correctness rounds: fresh inputs, outputs poisoned with NaN, reference computed on a private copy,
-   inputs checked unchanged after the call;
-2. warm-up;
-3. timed iterations: fresh input content every iteration, L2 flushed, a random sample of iterations has
-   its outputs and inputs verified too; threads/processes of the candidate watched; stream leaks,
-   pinned L2, clock disagreements and times under the speed-of-light bound become REWARD_HACK;
-4. the reference is timed with the same protocol in the judge's process.
+1. correctness rounds (``buffers.correctness_rounds``): fresh inputs, outputs poisoned with NaN, reference
+   computed on a private copy, inputs checked unchanged after the call;
+2. warm-up and timed iterations (``timed_phase``): fresh input content every iteration, a random sample
+   verified too (a wrong one is replayed untimed, ``recheck``); threads/processes of the candidate watched;
+   stream leaks, pinned L2, clock disagreements and times under the speed-of-light bound become REWARD_HACK.
+   The eager reference is timed by the same code, in a worker process of its own (``subject``), its timed
+   iterations alternating with the candidate's.
 """
 
 from __future__ import annotations
@@ -19,19 +19,18 @@ import hashlib
 import logging
 import os
 import platform
-import random
 import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
 from . import sandbox
 from .affinity import gpu_local_cpus
+from .buffers import Subject, WorkloadBuffers, correctness_rounds
 from .build import plan_build, run_build
-from .correctness import compare, first_mismatches
 from .errors import (
     CandidateFailure,
     CandidateTimeout,
@@ -41,27 +40,20 @@ from .errors import (
     SolutionError,
     WrongNumbers,
 )
-from .inputs import InputContext, check_blobs, fresh_seed, make_inputs, output_specs, sub_seed
-from .models import (
-    Correctness,
-    Environment,
-    Evaluation,
-    Language,
-    Performance,
-    Solution,
-    Status,
-    Trace,
-    Workload,
-)
+from .inputs import InputContext, check_blobs, fresh_seed, sub_seed
+from .models import Correctness, Environment, Evaluation, Language, Performance, Solution, Status, Trace, Workload
+from .plausibility import below_sol_on_host_clock, clock_disagreement, sol_floor
 from .problem import Problem
 from .reference import Reference, load_reference
 from .runner import Worker, candidate_env, start_worker
-from .worker import BUFFER_MODES
 from .shared import SharedArena
-from .staging import check_shadowing, stage
-from .timing import (
-    LAUNCH_PREROLL_US, PREROLL_KINDS, TIMERS, sm_clock_mhz, summarize, time_callable, timing_method,
-)
+from .staging import Staged, check_shadowing, stage
+from .subject import reference_solution
+from .timed_phase import TimedPhase, TimedRun
+from .timing import LAUNCH_PREROLL_US, PREROLL_KINDS, TIMERS, TimingPlan, timing_method
+from .worker import BUFFER_MODES
+
+__all__ = ["JudgeConfig", "evaluate", "below_sol_on_host_clock", "clock_disagreement", "environment"]
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +65,10 @@ class JudgeConfig:
     compile_timeout_s: float = 600.0
     seed: int | None = None
     correctness_rounds: int = 3
-    warmup: int = 10
-    iterations: int = 50
+    warmup: int = 10  # the most warm-up calls (fewer once they use a fifth of time_budget_s)
+    iterations: int = 50  # the most timed iterations
+    min_iterations: int = 5  # the fewest, whatever the budget (never more than ``iterations``)
+    time_budget_s: float = 5.0  # timed iterations per subject and workload fit this (timing.TimingPlan)
     check_every: int = 5  # about one timed iteration in this many has its outputs verified
     data_root: Path | None = None
     staging_root: Path = Path("kernels_tmp")
@@ -93,9 +87,8 @@ class JudgeConfig:
     timer: str = "events"
     # "shared": the candidate reads and writes the judge's buffers, mapped into its process (CUDA IPC on a GPU).
     # "private": its process's own copies, filled and emptied around each call outside the timed window
-    # (worker.BufferSets), as the reference is timed on its own process's memory. On an H200 the two read the
-    # 16 bundled rows' best candidates alike (geomean 1.001, bench/buffers_ab.py, session 15): shared stays the
-    # default, without the copies' time and memory.
+    # (worker.BufferSets). On an H200 the two read the 16 bundled rows' best candidates alike (geomean 1.001,
+    # bench/buffers_ab.py): shared stays the default, without the copies' time and memory.
     buffers: str = "shared"
 
     def __post_init__(self) -> None:
@@ -105,28 +98,13 @@ class JudgeConfig:
             raise ValueError(f"JudgeConfig.timer: {self.timer!r} is not one of {', '.join(TIMERS)}")
         if self.buffers not in BUFFER_MODES:
             raise ValueError(f"JudgeConfig.buffers: {self.buffers!r} is not one of {', '.join(BUFFER_MODES)}")
+        try:
+            self.plan()
+        except ValueError as e:
+            raise ValueError(f"JudgeConfig: {e} (iterations, min_iterations, time_budget_s)") from None
 
-
-@dataclass
-class _Set:
-    """One input/output buffer set shared with the candidate process."""
-
-    inputs: list[Any]
-    outputs: list[torch.Tensor]
-
-
-@dataclass
-class _Acc:
-    max_abs: float = 0.0
-    max_rel: float = 0.0
-    matched: float = 1.0
-    rounds: int = 0
-    timed_checked: int = 0
-
-    def add(self, c) -> None:
-        self.max_abs = max(self.max_abs, c.max_absolute_error)
-        self.max_rel = max(self.max_rel, c.max_relative_error)
-        self.matched = min(self.matched, c.matched_ratio)
+    def plan(self) -> TimingPlan:
+        return TimingPlan(self.warmup, self.min_iterations, self.iterations, self.time_budget_s)
 
 
 @dataclass
@@ -141,6 +119,12 @@ class _Context:
     input_ctx: InputContext
     arena: SharedArena | None = None
     phase: dict[str, float] = field(default_factory=dict)
+
+    def subject(self) -> Subject:
+        return Subject(self.problem.definition, self.reference, self.device, self.input_ctx, self.arena)
+
+    def add_phase(self, name: str, since: float) -> None:
+        self.phase[name] = self.phase.get(name, 0.0) + time.monotonic() - since
 
 
 def environment(device: torch.device, sandbox_desc: str | None) -> Environment:
@@ -168,340 +152,173 @@ def _snapshot(path: Path) -> str:
     return h.hexdigest()
 
 
-def _sol_floor(ctx: _Context, w: Workload) -> tuple[float | None, str | None, str]:
-    """T_SOL for this workload on this device, or (None, None, why)."""
-    try:
-        from .sol.analyze import analyze_workload
-        from .sol.hardware import get_hardware
-    except ImportError:
-        return None, None, "speed-of-light analyzer not available"
-    try:
-        hw = get_hardware(ctx.config.hardware, str(ctx.device))
-        res = analyze_workload(ctx.problem.definition, w, hw)
-    except Exception as e:  # noqa: BLE001 - an analysis gap must not fail the candidate; it is logged
-        return None, None, f"speed-of-light analysis failed: {type(e).__name__}: {e}"
-    return float(res.t_sol_ms), str(getattr(hw, "name", ctx.config.hardware)), ""
+@dataclass
+class _WorkerSlot:
+    """A worker process for one solution, started on first use and again after it was dropped."""
+
+    ctx: _Context
+    solution: Solution
+    staged: Staged
+    env: dict[str, str]
+    module_path: Path | None = None
+    cpus: frozenset[int] | None = None
+    worker: Worker | None = None
+    starts: int = 0
+    peers: list["_WorkerSlot"] = field(default_factory=list)  # other workers of this evaluation, spared at drop
+
+    def get(self) -> Worker:
+        if self.worker is None:
+            cfg, spec, t0 = self.ctx.config, self.solution.spec, time.monotonic()
+            try:
+                self.worker = start_worker(
+                    self.staged, str(self.ctx.device), spec.entry_file, spec.entry_function,
+                    spec.destination_passing_style, self.module_path, self.env, cfg.timeout_s, self.starts,
+                    cfg.launch_preroll_us, self.cpus, cfg.preroll_kind, cfg.timer, cfg.buffers,
+                )  # fmt: skip
+            finally:
+                self.starts += 1
+                self.ctx.add_phase("start", t0)
+        return self.worker
+
+    def drop(self) -> None:
+        if self.worker is not None:
+            spare = set().union(*(p.worker.family() for p in self.peers if p.worker is not None))
+            self.worker.stop(spare)
+            self.worker = None
 
 
-def below_sol_on_host_clock(upper_ms: float, noise_ms: float, bound_ms: float) -> bool:
-    """Whether a host-clock time proves a call beat the speed-of-light bound.
-
-    `upper_ms` is the median call less the *fastest* empty call, so it over-states the candidate's own time;
-    `noise_ms` is the jitter of the empty calls (or a floor, whichever is larger). A bound inside it is below
-    what the clock resolves (tiny CPU workloads have T_SOL of nanoseconds), so it proves nothing either way.
-    """
-    return bound_ms > noise_ms and upper_ms < bound_ms
+def _method(ctx: _Context) -> str:
+    cfg = ctx.config
+    return timing_method(cfg.timer, cfg.launch_preroll_us, cfg.preroll_kind) if ctx.device.type == "cuda" else ""
 
 
-def clock_disagreement(reported_ms: float, call_wall_ms: float, empty_wall_ms: float) -> str | None:
-    """Why the judge's clock contradicts a reported time, or None: a backstop for gross lies only.
-
-    `call_wall_ms` and `empty_wall_ms` are the judge-clock medians of a timed request and of an empty one
-    (same path, nothing called). Real calls also pay GPU context switches between the judge's and the
-    candidate's process that the empty call does not (about 0.5 ms seen on an H200), hence the slack.
-    """
-    excess = call_wall_ms - empty_wall_ms
-    if reported_ms * 3 + 1.0 < excess:
-        return (
-            f"reported {reported_ms:.4f} ms per call but the judge's clock saw {excess:.4f} ms more than an empty "
-            f"call ({call_wall_ms:.4f} against {empty_wall_ms:.4f} ms; timer tampering)"
-        )
-    return None
-
-
-# --------------------------------------------------------------------------------------- buffers
-
-
-def _alloc_like(ctx: _Context, shape, dtype) -> torch.Tensor:
-    return ctx.arena.alloc(tuple(shape), dtype)
-
-
-def _share(ctx: _Context, x: Any) -> Any:
-    if not isinstance(x, torch.Tensor):
-        return x
-    buf = _alloc_like(ctx, x.shape, x.dtype)
-    buf.copy_(x)
+def _buffers(ctx: _Context, w: Workload, worker: Worker) -> WorkloadBuffers:
+    """Buffer sets for ``w`` in ``worker``; the candidate and the reference get the same input content."""
+    cfg = ctx.config
+    buf = WorkloadBuffers(ctx.subject(), w, worker, sub_seed(ctx.seed, w.uuid), time.monotonic() + cfg.timeout_s,
+                          cfg.timeout_s)  # fmt: skip
+    buf.add_sets()
     return buf
 
 
-def _poison(t: torch.Tensor) -> None:
-    if t.is_floating_point() and t.element_size() >= 2:
-        t.fill_(float("nan"))
-    else:
-        t.view(torch.uint8).random_(0, 256) if t.dtype != torch.bool else t.random_(0, 2)
-
-
-def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.numel() == 0:
-        return True
-    # reshape(-1): a 0-d tensor cannot be viewed as bytes
-    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
-
-
-def _reference_outputs(ctx: _Context, w: Workload, inputs: list[Any]) -> list[torch.Tensor]:
-    names = list(ctx.problem.definition.outputs)
-    specs = output_specs(ctx.problem.definition, w)
-    try:
-        with torch.no_grad():
-            out = ctx.reference.run(*inputs)
-    except Exception as e:
-        raise ReferenceFailure(f"reference raised {type(e).__name__}: {e}") from e
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    if len(outs) != len(names):
-        raise ReferenceFailure(f"reference returned {len(outs)} outputs, the definition has {len(names)}")
-    result = []
-    for name, o in zip(names, outs):
-        if not isinstance(o, torch.Tensor):
-            o = torch.tensor(o, device=ctx.device)
-        shape, dtype = specs[name]
-        if tuple(o.shape) != tuple(shape) or o.dtype != dtype:
-            raise ReferenceFailure(
-                f"reference output {name!r} is {tuple(o.shape)} {o.dtype}, the definition says {tuple(shape)} {dtype}"
-            )
-        result.append(o)
-    return result
-
-
-class _Workload:
-    """State of one workload's evaluation (buffer sets and the worker)."""
-
-    def __init__(self, ctx: _Context, w: Workload, worker: Worker, deadline: float):
-        self.ctx, self.w, self.worker, self.deadline = ctx, w, worker, deadline
-        self.wseed = sub_seed(ctx.seed, w.uuid)
-        self.specs = output_specs(ctx.problem.definition, w)
-        self.sets: list[_Set] = []
-        self.acc = _Acc()
-
-    def remaining(self) -> float:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise CandidateTimeout(f"workload exceeded {self.ctx.config.timeout_s:.0f} s")
-        return left
-
-    def fresh_inputs(self, seed: int) -> list[Any]:
-        made = make_inputs(self.ctx.problem.definition, self.w, self.ctx.device, seed, self.ctx.reference, self.ctx.input_ctx)
-        return list(made.values())
-
-    def add_set(self, j: int) -> None:
-        inputs = [_share(self.ctx, x) for x in self.fresh_inputs(sub_seed(self.wseed, "set", j))]
-        outputs = [_alloc_like(self.ctx, s, d) for s, d in self.specs.values()]
-        self.sets.append(_Set(inputs, outputs))
-        self.worker.request(("register", j, *self.wire(inputs, outputs)), self.remaining())
-
-    def wire(self, inputs: list[Any], outputs: list[torch.Tensor]) -> tuple[list[Any], list[Any]]:
-        arena = self.ctx.arena
-        return [arena.wire(x) for x in inputs], [arena.wire(o) for o in outputs]
-
-    def refill(self, j: int, seed: int) -> None:
-        new = self.fresh_inputs(seed)
-        s = self.sets[j]
-        if any(isinstance(b, torch.Tensor) and (b.shape != n.shape or b.dtype != n.dtype) for b, n in zip(s.inputs, new)):
-            s.inputs = [_share(self.ctx, x) for x in new]  # custom inputs whose shapes vary: new buffers
-            self.worker.request(("register", j, *self.wire(s.inputs, s.outputs)), self.remaining())
-        else:
-            for b, n in zip(s.inputs, new):
-                if isinstance(b, torch.Tensor):
-                    b.copy_(n)
-        for o in s.outputs:
-            _poison(o)
-
-    def sync(self) -> None:
-        if self.ctx.device.type == "cuda":
-            torch.cuda.synchronize(self.ctx.device)
-
-    def snapshot(self, j: int) -> tuple[list[Any], list[torch.Tensor]]:
-        """Copies of set ``j``'s inputs and outputs as they are now, for a check made later."""
-        s = self.sets[j]
-        return [x.clone() if isinstance(x, torch.Tensor) else x for x in s.inputs], [o.clone() for o in s.outputs]
-
-    def check(
-        self,
-        j: int,
-        saved: list[Any],
-        ref: list[torch.Tensor],
-        timed_iteration: int | None,
-        seen: tuple[list[Any], list[torch.Tensor]] | None = None,
-    ) -> None:
-        """Inputs unchanged and outputs right: set ``j``'s buffers, or ``seen`` (a ``snapshot`` of them)."""
-        s = self.sets[j]
-        inputs, outputs = seen if seen is not None else (s.inputs, s.outputs)
-        names_in = list(self.ctx.problem.definition.inputs)
-        for name, b, c in zip(names_in, inputs, saved):
-            if isinstance(b, torch.Tensor) and not _same_bits(b, c):
-                raise RewardHack(f"input {name!r} was modified by the candidate")
-        for name, o, r in zip(self.specs, outputs, ref):
-            try:
-                c = compare(name, o, r, self.w.tolerance)
-            except WrongNumbers as e:
-                if timed_iteration is not None:
-                    raise RewardHack(
-                        f"outputs of timed iteration {timed_iteration} are wrong although the correctness rounds "
-                        f"passed (work skipped or outputs cached in the timing phase): {e}"
-                    ) from None
-                detail = "\n".join(first_mismatches(o, r, self.w.tolerance))
-                raise WrongNumbers(f"{e}\nfirst mismatches:\n{detail}" if detail else str(e), e.stats) from None
-            self.acc.add(c)
-
-    def prepare_check(self, j: int) -> tuple[list[Any], list[torch.Tensor]]:
-        saved = [x.clone() if isinstance(x, torch.Tensor) else x for x in self.sets[j].inputs]
-        ref = _reference_outputs(self.ctx, self.w, [x.clone() if isinstance(x, torch.Tensor) else x for x in saved])
-        return saved, ref
-
-
-def _judge_workload(ctx: _Context, w: Workload, worker: Worker) -> tuple[Correctness, Performance, float | None, str | None, str]:
+def _run(ctx: _Context, buf: WorkloadBuffers) -> TimedRun:
     cfg = ctx.config
-    st = _Workload(ctx, w, worker, time.monotonic() + cfg.timeout_s)
-    n_sets = 2
-    for j in range(n_sets):
-        st.add_set(j)
-
-    # 1. correctness rounds
-    t0 = time.monotonic()
-    for r in range(max(1, cfg.correctness_rounds)):
-        j = r % n_sets
-        st.refill(j, sub_seed(st.wseed, "round", r))
-        saved, ref = st.prepare_check(j)
-        st.sync()
-        worker.request(("call", j), st.remaining())
-        st.check(j, saved, ref, None)
-        st.acc.rounds += 1
-    ctx.phase["correctness"] = ctx.phase.get("correctness", 0.0) + time.monotonic() - t0
-
-    # 2. warm-up, then the baseline of the candidate's threads and processes
-    t0 = time.monotonic()
-    for i in range(cfg.warmup):
-        worker.request(("time", i % n_sets), st.remaining())
-    base_threads = sandbox.thread_count(worker.pid)
-    base_children = sandbox.descendants(worker.pid)
-
-    # 3. timed iterations
-    rng = random.Random(sub_seed(st.wseed, "sample"))
-    sampled = {i for i in range(cfg.iterations) if rng.random() < 1.0 / max(1, cfg.check_every)}
-    sampled.add(cfg.iterations - 1)
-    samples, walls, leaks, host_bound, late_empty = [], [], [], 0, []
     # Under the CUPTI window every timed request opens and closes a profiler session, whose cost drifts
     # in a long-lived process (about 1 ms above the empty calls measured before load, on an H200): empty
-    # requests interleaved with the timed ones are then the fair comparison for the clock backstop.
-    empty_every = 4 if ctx.device.type == "cuda" and cfg.timer == "cupti" else 0
-    for i in range(cfg.iterations):
-        if empty_every and i % empty_every == 0:
-            st.sync()
-            p0 = time.perf_counter()
-            worker.request(("time_noop",), st.remaining())
-            late_empty.append((time.perf_counter() - p0) * 1e3)
-        j = i % n_sets
-        st.refill(j, sub_seed(st.wseed, "timed", i))
-        check = st.prepare_check(j) if i in sampled else None
-        st.sync()
-        p0 = time.perf_counter()
-        reply = worker.request(("time", j), st.remaining())
-        wall_ms = (time.perf_counter() - p0) * 1e3
-        # Copied first, before the slower checks below: work that a thread of the candidate finishes after the
-        # reply (a cheat) must not catch up with the check while the judge reads /proc.
-        seen = st.snapshot(j) if check is not None else None
-        t_worker, t_all, flags = float(reply[1]), float(reply[2]), list(reply[3])
-        if "persisting-l2" in flags:
-            raise RewardHack("the candidate set aside persisting L2 cache (data pinned across timed runs)")
-        host_bound += "host-bound" in flags
-        if "profiler-restarted" in flags:
-            raise RewardHack("the timing profiler's session was stopped or replaced during a timed call (timer tampering)")
-        if "no-device-activity" in flags:
-            raise RewardHack("the profiler saw no GPU work during a timed call, yet outputs are expected on the GPU")
-        if ctx.device.type == "cuda":
-            # All streams count: the later of the timed stream's end and the device going idle (less the
-            # sync gap of an empty call, measured before the candidate loaded).
-            samples.append(max(t_worker, t_all - worker.noop_gap_ms))
-            leaks.append(max(0.0, t_all - t_worker))
-        else:
-            samples.append(max(wall_ms - worker.noop_wall_ms, 1e-6))
-        walls.append(wall_ms)
-        if sandbox.thread_count(worker.pid) > base_threads:
-            raise RewardHack("the candidate started a thread during the timing phase")
-        if sandbox.descendants(worker.pid) - base_children:
-            raise RewardHack("the candidate started a process during the timing phase")
-        if check is not None:
-            st.check(j, check[0], check[1], i, seen)
-            st.acc.timed_checked += 1
-    ctx.phase["timing"] = ctx.phase.get("timing", 0.0) + time.monotonic() - t0
+    # requests interleaved with the timed ones are then the fair comparison for the clock backstop. On the
+    # CPU an empty request precedes every timed one: the reference's measure the fixed cost of a request at
+    # the time and under the load the calls are timed with (see _time_both).
+    if ctx.device.type == "cuda":
+        empty_every = 4 if cfg.timer == "cupti" else 0
+    else:
+        empty_every = 1
+    return TimedRun(buf, cfg.plan(), _method(ctx), cfg.check_every, empty_every)
 
-    on_cuda = ctx.device.type == "cuda"
-    method = timing_method(cfg.timer, cfg.launch_preroll_us, cfg.preroll_kind) if on_cuda else "judge_perf_counter"
-    stats = summarize(samples, method)
+
+class _AsReference:
+    """Turns a failure of the reference's worker into INVALID_REFERENCE (and drops that worker)."""
+
+    def __init__(self, slot: _WorkerSlot):
+        self.slot = slot
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, err, tb) -> bool:
+        if isinstance(err, CandidateFailure):
+            self.slot.drop()
+            raise ReferenceFailure(
+                f"the reference, timed as candidates are, failed ({err.status.value}): {_first_line(str(err))}"
+            ) from err
+        return False
+
+
+def _time_both(ctx: _Context, w: Workload, worker: Worker, reference: _WorkerSlot | None):
+    """Correctness rounds of the candidate, then the candidate and the reference timed in alternation."""
+    cfg = ctx.config
+    buf = _buffers(ctx, w, worker)
+    t0 = time.monotonic()
+    correctness_rounds(buf, cfg.correctness_rounds)
+    ctx.add_phase("correctness", t0)
+    t0 = time.monotonic()
+    cand = _run(ctx, buf)
+    cand.warm_up()
+    ref = None
+    if reference is not None:
+        with _AsReference(reference):
+            ref = _run(ctx, _buffers(ctx, w, reference.get()))
+            ref.warm_up()
+    for i in range(max(cand.n, ref.n if ref else 0)):
+        if i < cand.n:
+            cand.step(i)
+        if ref is not None and i < ref.n:
+            with _AsReference(reference):
+                ref.step(i)
+    ctx.add_phase("timing", t0)
+    # CPU: both subjects' samples are the judge's clock less one fixed cost per request, that of the
+    # reference's worker (trusted code, so a candidate cannot inflate it) measured alongside the calls. Each
+    # worker's own empty requests measured at its start saw whatever load the machine had then: on a busy
+    # two-core machine that alone put the same code at 0.3-0.7x of itself.
+    overhead = ref.empty_ms() if ref is not None and ctx.device.type != "cuda" else None
+    return buf, cand.result(overhead), ref.result(overhead) if ref else None
+
+
+def _plausible(ctx: _Context, w: Workload, worker: Worker, timed: TimedPhase) -> tuple[float | None, str | None, str]:
+    """The checks of a candidate's times against physics and the judge's clock; returns T_SOL and its model."""
+    cfg, stats, on_cuda = ctx.config, timed.stats, ctx.device.type == "cuda"
     # Both checks compare with empty requests (the worker's timed path, no candidate code called): the leak
     # check with those measured before the candidate's code was loaded; the clock backstop with those too,
-    # or under the CUPTI window with the ones interleaved above.
-    if ctx.device.type == "cuda":
-        # Side-stream work is timed (above); only a gross leak, work hidden on purpose, is flagged.
-        leak = statistics.median(leaks) - worker.noop_gap_ms
+    # or under the CUPTI window with the ones interleaved with the timed calls.
+    if on_cuda:
+        # Side-stream work is timed; only a gross leak, work hidden on purpose, is flagged.
+        leak = statistics.median(timed.leaks_ms) - worker.noop_gap_ms
         if leak > 0.1 + 0.5 * stats.median_ms:
             raise RewardHack(
                 f"work continued on another stream {leak:.3f} ms after the timed stream finished (side stream)"
             )
-        empty_ms = statistics.median(late_empty) if late_empty else worker.noop_wall_ms
-        if (why := clock_disagreement(stats.median_ms, statistics.median(walls), empty_ms)) is not None:
+        empty_ms = statistics.median(timed.late_empty_ms) if timed.late_empty_ms else worker.noop_wall_ms
+        if (why := clock_disagreement(stats.median_ms, statistics.median(timed.walls_ms), empty_ms)) is not None:
             raise RewardHack(why)
-    t_sol, hw_name, sol_note = _sol_floor(ctx, w)
+    t_sol, hw_name, sol_note = sol_floor(ctx.problem.definition, w, cfg.hardware, ctx.device)
     margin = cfg.measured_sol_margin if (hw_name or "").startswith("measured") else cfg.sol_margin
     if t_sol is not None:
         if on_cuda:
             beaten = stats.median_ms < margin * t_sol
             seen_ms = stats.median_ms
         else:
-            seen_ms = statistics.median(walls) - worker.noop_wall_min_ms
+            seen_ms = statistics.median(timed.walls_ms) - worker.noop_wall_min_ms
             noise_ms = max(cfg.host_clock_floor_ms, worker.noop_wall_spread_ms)
             beaten = below_sol_on_host_clock(seen_ms, noise_ms, margin * t_sol)
         if beaten:
             raise RewardHack(f"median latency {seen_ms:.5f} ms is below the speed-of-light bound {t_sol:.5f} ms")
+    return t_sol, hw_name, sol_note
 
-    # 4. the reference, same protocol, in the judge's process
-    t0 = time.monotonic()
-    ref_stats = _time_reference(ctx, st) if cfg.time_reference else None
-    ctx.phase["reference"] = ctx.phase.get("reference", 0.0) + time.monotonic() - t0
 
-    acc = st.acc
+def _judge_workload(ctx: _Context, w: Workload, worker: Worker, reference: _WorkerSlot | None):
+    buf, timed, ref_timed = _time_both(ctx, w, worker, reference)
+    t_sol, hw_name, sol_note = _plausible(ctx, w, worker, timed)
+    stats = timed.stats
+    ref_stats = ref_timed.stats if ref_timed else None
+    acc = buf.stats
     correctness = Correctness(
         max_relative_error=acc.max_rel, max_absolute_error=acc.max_abs, has_nan=False, has_inf=False,
         matched_ratio=acc.matched, rounds=acc.rounds, timed_runs_checked=acc.timed_checked,
     )  # fmt: skip
     ref_ms = ref_stats.median_ms if ref_stats else stats.median_ms
+    on_cuda = ctx.device.type == "cuda"
     performance = Performance(
         latency_ms=stats.median_ms,
         reference_latency_ms=ref_ms,
         speedup_factor=ref_ms / stats.median_ms,
         latency_iqr_ms=stats.iqr_ms,
         reference_iqr_ms=ref_stats.iqr_ms if ref_stats else None,
-        iterations=len(samples),
+        iterations=len(stats.samples_ms),
         timing_method=stats.method,
-        sm_clock_mhz=sm_clock_mhz(ctx.device),
-        host_bound_fraction=host_bound / len(samples) if on_cuda else None,
+        sm_clock_mhz=stats.sm_clock_mhz,
+        host_bound_fraction=stats.extra.get("host_bound_fraction") if on_cuda else None,
         reference_host_bound_fraction=ref_stats.extra.get("host_bound_fraction") if ref_stats else None,
     )
     return correctness, performance, t_sol, hw_name, sol_note
-
-
-def _time_reference(ctx: _Context, st: _Workload):
-    inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in st.fresh_inputs(sub_seed(st.wseed, "ref", 0))]
-    counter = [0]
-
-    def before() -> None:
-        counter[0] += 1
-        for b, n in zip(inputs, st.fresh_inputs(sub_seed(st.wseed, "ref", counter[0]))):
-            if isinstance(b, torch.Tensor) and b.shape == n.shape:
-                b.copy_(n)
-
-    def call() -> None:
-        with torch.no_grad():
-            ctx.reference.run(*inputs)
-
-    try:
-        return time_callable(
-            call, ctx.device, ctx.config.warmup, ctx.config.iterations, True, before, ctx.config.launch_preroll_us,
-            ctx.config.preroll_kind, ctx.config.timer,
-        )
-    except Exception as e:
-        raise ReferenceFailure(f"reference failed while being timed: {type(e).__name__}: {e}") from e
 
 
 # ------------------------------------------------------------------------------------------- driver
@@ -526,6 +343,12 @@ def _first_line(text: str) -> str:
         if line.strip():
             return line.strip()[:300]
     return ""
+
+
+def _reference_slot(ctx: _Context, cpus: frozenset[int] | None) -> _WorkerSlot:
+    solution = reference_solution(ctx.problem.definition)
+    staged = stage(solution, ctx.config.staging_root)
+    return _WorkerSlot(ctx, solution, staged, candidate_env(staged, str(ctx.device)), cpus=cpus)
 
 
 def evaluate(
@@ -603,32 +426,27 @@ def evaluate(
     ctx.arena = SharedArena(device)  # CUDA: a pool apart from the judge's own (reference) memory
     sandbox.become_subreaper()
     before = _snapshot(problem.path)
-    worker: Worker | None = None
-    worker_cpus = gpu_local_cpus(device) if config.pin_worker_cpus else None
+    cpus = gpu_local_cpus(device) if config.pin_worker_cpus else None
+    candidate = _WorkerSlot(ctx, solution, staged, env, module_path, cpus)
+    reference = _reference_slot(ctx, cpus) if config.time_reference else None
+    if reference is not None:
+        candidate.peers.append(reference)
+        reference.peers.append(candidate)
     load_failure: CandidateFailure | None = None
-    starts = 0
     try:
         for w in problem.workloads:
             try:
                 if load_failure is not None:
                     raise load_failure
-                if worker is None:
-                    t1 = time.monotonic()
+                if candidate.worker is None:
                     try:
-                        worker = start_worker(
-                            staged, str(device), solution.spec.entry_file, solution.spec.entry_function,
-                            solution.spec.destination_passing_style, module_path, env, config.timeout_s, starts,
-                            config.launch_preroll_us, worker_cpus, config.preroll_kind, config.timer, config.buffers,
-                        )  # fmt: skip
+                        worker = candidate.get()
                     except (CompileFailure, CandidateTimeout) as e:
                         load_failure = e
                         raise
-                    finally:
-                        starts += 1
-                        ctx.phase["start"] = ctx.phase.get("start", 0.0) + time.monotonic() - t1
                     sandboxed, buffers = worker.info.get("sandbox", "unknown"), worker.info.get("buffers", "unknown")
                     ctx.env = environment(device, f"{sandboxed}; buffers: {buffers}")
-                correctness, performance, t_sol, hw, note = _judge_workload(ctx, w, worker)
+                correctness, performance, t_sol, hw, note = _judge_workload(ctx, w, candidate.get(), reference)
                 if _snapshot(problem.path) != before:
                     raise RewardHack("the problem directory changed while the candidate ran")
                 emit(_trace(ctx, w, Status.PASSED, note, None, correctness=correctness, performance=performance,
@@ -642,13 +460,13 @@ def evaluate(
                         has_nan=stats.has_nan, has_inf=stats.has_inf, matched_ratio=stats.matched_ratio,
                     )  # fmt: skip
                 emit(_trace(ctx, w, e.status, str(e), _first_line(str(e)), correctness=corr))
-                if worker is not None and not isinstance(e, (WrongNumbers,)):
-                    worker.stop()
-                    worker = None
+                if not isinstance(e, WrongNumbers):
+                    candidate.drop()
             except ReferenceFailure as e:
                 emit(_trace(ctx, w, Status.INVALID_REFERENCE, str(e), _first_line(str(e))))
     finally:
-        if worker is not None:
-            worker.stop()
+        candidate.drop()
+        if reference is not None:
+            reference.drop()
         ctx.arena.close()
     return traces

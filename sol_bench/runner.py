@@ -120,7 +120,13 @@ class Worker:
             rc = None
         return CandidateCrash(f"candidate process died (exit code {rc})\n{self.log_tail()}")
 
-    def stop(self) -> None:
+    def family(self) -> set[int]:
+        """This worker's process, its descendants and its session's members."""
+        return {self.pid} | sandbox.descendants(self.pid) | sandbox.session_members(self.pid)
+
+    def stop(self, spare: set[int] | frozenset[int] = frozenset()) -> None:
+        """End the worker, its session, its descendants and orphans re-parented to the judge since it started,
+        except ``spare`` (another worker of the same judge, such as the reference's, started after this one)."""
         try:
             self.conn.send(("exit",))
         except OSError:
@@ -129,7 +135,7 @@ class Worker:
             self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             pass
-        sandbox.kill_tree(self.proc.pid, self.own_children_before)
+        sandbox.kill_tree(self.proc.pid, self.own_children_before | set(spare))
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -1,4 +1,7 @@
-"""Timing protocol shared by the judge's worker and the in-process baseline timer.
+"""Timers and timing plans: what the worker times a call with, and how many calls (``TimingPlan``).
+
+The judge, the reference and T_b are all timed through ``sol_bench.timed_phase`` in a worker process;
+``time_callable`` is the same per-call recipe in one process, for benches that time trusted code there.
 
 Per iteration: ``before_each`` (untimed: fresh input content, output poisoning), an L2 flush on CUDA, then
 the call. On CUDA three events are recorded: ``start`` before the call, ``end`` right after it on the
@@ -60,6 +63,41 @@ def summarize(
         stream_leak_ms=leak,
         extra=dict(extra or {}),
     )
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """How many calls one subject (a candidate, the reference, a T_b variant) is timed with.
+
+    As Triton's ``do_bench``: the warm-up calls estimate what one whole iteration costs (preparation, call,
+    checks), and the timed count is what fits ``budget_s``, kept between ``min_iterations`` and
+    ``max_iterations``. Warm-up stops early once it has used ``warmup_share`` of the budget. Every subject is
+    timed with the same plan, so slow workloads get fewer iterations rather than minutes each.
+    """
+
+    warmup: int = 10
+    min_iterations: int = 5
+    max_iterations: int = 50
+    budget_s: float = 5.0
+    warmup_share: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.max_iterations < 1:
+            raise ValueError(f"TimingPlan.max_iterations must be at least 1, got {self.max_iterations}")
+        if self.min_iterations < 1:
+            raise ValueError(f"TimingPlan.min_iterations must be at least 1, got {self.min_iterations}")
+        if not self.budget_s > 0:
+            raise ValueError(f"TimingPlan.budget_s must be > 0, got {self.budget_s}")
+
+    def warmup_budget_s(self) -> float:
+        return self.budget_s * self.warmup_share
+
+    def iterations(self, iteration_cost_s: float) -> int:
+        """Timed iterations for an estimated cost per iteration (seconds)."""
+        floor = min(self.min_iterations, self.max_iterations)
+        if not iteration_cost_s > 0:
+            return self.max_iterations
+        return max(floor, min(self.max_iterations, int(self.budget_s / iteration_cost_s)))
 
 
 LAUNCH_PREROLL_US = 20.0
@@ -236,7 +274,8 @@ def time_callable(
     preroll_kind: str = "stream",
     timer: str = "events",
 ) -> TimingStats:
-    """Time ``fn()`` with the judge's protocol (for trusted code, e.g. the reference baseline)."""
+    """Time ``fn()`` in this process with the worker's per-call recipe (benches only: the judge and T_b time
+    through ``sol_bench.timed_phase``, in a worker, so their times divide one another fairly)."""
     device = torch.device(device)
     if iterations < 1:
         raise ValueError("iterations must be >= 1")

@@ -22,6 +22,7 @@ class Failure:
     reason: str
     final: bool = True
     agent: str | None = None
+    parent_id: str | None = None  # the earlier attempt it built on
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0

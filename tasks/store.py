@@ -75,8 +75,8 @@ def failure_row(
                            "attempt": attempt if attempt is not None and attempt >= 0 else None,
                            "candidate_id": candidate_id, "path": path}  # fmt: skip
     if failure is not None:
-        row |= {"agent": failure.agent, "tokens_in": failure.tokens_in, "tokens_out": failure.tokens_out,
-                "cost_usd": float(failure.cost_usd)}  # fmt: skip
+        row |= {"agent": failure.agent, "parent_id": failure.parent_id, "tokens_in": failure.tokens_in,
+                "tokens_out": failure.tokens_out, "cost_usd": float(failure.cost_usd)}  # fmt: skip
     return row
 
 

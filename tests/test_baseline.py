@@ -48,17 +48,20 @@ def test_cpu_drops_cuda_graph_variants_and_rejects_unknown():
         BaselineConfig(variants=("fast",)).chosen_variants()
 
 
-def test_variant_with_wrong_outputs_is_not_counted(monkeypatch):
+def test_variant_with_wrong_outputs_is_not_counted(monkeypatch, tmp_path):
     problem = load_problem(FIXTURE)
-    real = baseline._variant_callable
+    real = baseline.variant_solution
 
-    def wrong(name, run, inputs, device):
-        fn = real(EAGER, run, inputs, device)
-        return (lambda: fn() * 2) if name == COMPILE_DEFAULT else fn
+    def wrong(definition, name):
+        sol = real(definition, EAGER)
+        if name != COMPILE_DEFAULT:
+            return sol
+        src = sol.sources[0].content + "\n_sol_bench_right = _sol_bench_target\n_sol_bench_target = lambda *a: _sol_bench_right(*a) * 2\n"
+        return sol.model_copy(update={"name": "doubled", "sources": [sol.sources[0].model_copy(update={"content": src})]})
 
-    monkeypatch.setattr(baseline, "_variant_callable", wrong)
+    monkeypatch.setattr(baseline, "variant_solution", wrong)
     r = measure_workload(problem, problem.workloads[1], load_reference(problem.definition),
-                         replace(FAST, variants=(EAGER, COMPILE_DEFAULT)))  # fmt: skip
+                         replace(FAST, variants=(EAGER, COMPILE_DEFAULT), staging_root=tmp_path))  # fmt: skip
     assert set(r.variants) == {EAGER}
     assert "outputs differ from eager" in r.failed[COMPILE_DEFAULT]
 
@@ -74,45 +77,40 @@ def test_torch_compile_variant_on_cpu():
 
 
 def test_each_compile_variant_is_compiled_afresh_and_the_fastest_draw_counts(monkeypatch):
-    """compiles=3: three torch.compile calls for the compile variant, each with every compile cache off, one
-    for eager; T_b keeps the fastest draw and the record lists all three in order."""
-    import torch
-
+    """compiles=3: the compile variant is judged three times (each a fresh worker process, its source turning
+    every compile cache off), eager once; T_b keeps the fastest draw and the record lists all three in order."""
     problem = load_problem(FIXTURE)
-    real = baseline._variant_callable
     seen, medians = [], iter([0.5, 0.3, 0.4, 0.2])  # eager, then the compile variant's three draws
 
-    def spy(name, run, inputs, device):
-        seen.append((name, torch.compiler.config.force_disable_caches))
-        return real(EAGER, run, inputs, device)  # eager stands in for Inductor: the draws are what is tested
+    def spy(one, solution, config):
+        seen.append((solution.name.rsplit("__tb_", 1)[1], "force_disable_caches = True" in solution.sources[0].content))
+        assert [w.uuid for w in one.workloads] == [problem.workloads[0].uuid]
+        return baseline.VariantTime(next(medians), 0.01, "judge_perf_counter")
 
-    class Stats:
-        def __init__(self):
-            self.median_ms, self.iqr_ms, self.method = next(medians), 0.01, "cpu_perf_counter"
-
-    monkeypatch.setattr(baseline, "_variant_callable", spy)
-    monkeypatch.setattr(baseline, "time_callable", lambda *a, **k: Stats())
+    monkeypatch.setattr(baseline, "judge_variant", spy)
     r = measure_workload(problem, problem.workloads[0], load_reference(problem.definition),
                          replace(FAST, variants=(EAGER, COMPILE_DEFAULT), compiles=3))  # fmt: skip
-    assert seen == [(EAGER, True)] + [(COMPILE_DEFAULT, True)] * 3
+    assert seen == [(EAGER, False)] + [(COMPILE_DEFAULT, True)] * 3
     assert r.compile_draws == {COMPILE_DEFAULT: [0.3, 0.4, 0.2]} and r.variants == {EAGER: 0.5, COMPILE_DEFAULT: 0.2}
     assert r.best_variant == COMPILE_DEFAULT and r.t_b_ms == 0.2
-    assert not torch.compiler.config.force_disable_caches  # restored after the measurement
     with pytest.raises(ValueError, match="compiles must be at least 1"):
         BaselineConfig(compiles=0)
 
 
 def test_a_compile_that_fails_once_leaves_its_variant_out(monkeypatch):
+    from sol_bench.models import Status
+
     problem = load_problem(FIXTURE)
-    real = baseline._variant_callable
     calls = []
 
-    def second_compile_wrong(name, run, inputs, device):
-        fn = real(EAGER, run, inputs, device)
+    def second_compile_wrong(one, solution, config):
+        name = solution.name.rsplit("__tb_", 1)[1]
         calls.append(name)
-        return (lambda: fn() * 2) if calls.count(COMPILE_DEFAULT) == 2 else fn
+        if calls.count(COMPILE_DEFAULT) == 2:
+            raise baseline.VariantFailed(Status.INCORRECT_NUMERICAL, "output 'y': 50% of elements within tolerance")
+        return baseline.VariantTime(0.1, 0.01, "judge_perf_counter")
 
-    monkeypatch.setattr(baseline, "_variant_callable", second_compile_wrong)
+    monkeypatch.setattr(baseline, "judge_variant", second_compile_wrong)
     r = measure_workload(problem, problem.workloads[0], load_reference(problem.definition),
                          replace(FAST, variants=(EAGER, COMPILE_DEFAULT), compiles=3))  # fmt: skip
     assert calls == [EAGER, COMPILE_DEFAULT, COMPILE_DEFAULT]  # no third draw after a mismatch

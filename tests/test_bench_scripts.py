@@ -346,41 +346,6 @@ def test_template_sweep_times_each_point_and_keeps_the_failures(tmp_path):
     assert bad.returncode == 2 and "JSON object of non-empty lists" in bad.stderr
 
 
-def test_mlp_fused_phases_times_both_launches_and_the_whole(tmp_path):
-    """bench/mlp_fused_phases.py on the CPU (Triton interpreted): the fused MLP file checked against the
-    reference in both forms, then one row per timing (one launch, two, each phase, phase 2 flushed and not)."""
-    pytest.importorskip("triton")
-    import os
-
-    sys.path.insert(0, str(REPO / "tests"))
-    from test_agents_offline import write_problem
-
-    problem = write_problem(tmp_path, "mlp_gelu")
-    small = '{"bm": 16, "bn": 16, "bk": 16, "down_bn": 16, "down_bk": 32, "split": 3, "tma": false}'
-    argv = [sys.executable, "bench/mlp_fused_phases.py", str(problem), "--params", small, "--device", "cpu",
-            "--iterations", "2"]  # fmt: skip
-    out = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=300,
-                         env={**os.environ, "TRITON_INTERPRET": "1"})  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    rows = dict(line.rsplit(None, 2)[:2] for line in out.stdout.splitlines() if line.endswith(" us"))
-    assert list(rows) == ["one launch", "two launches", "phase 1 (up)", "phase 2 (down), flushed",
-                          "phase 2 (down), in L2"], out.stdout  # fmt: skip
-    assert all(float(v) > 0 for v in rows.values()), rows
-    assert out.stdout.startswith("programs 3,"), out.stdout
-
-
-def test_ipc_offset_refuses_the_cpu_and_tables_each_set_against_local():
-    """bench/ipc_offset.py needs CUDA; its table shows each buffer set's median of round medians and the
-    differences from the child's own caching-allocator buffers."""
-    sys.path.insert(0, str(REPO / "bench"))
-    import ipc_offset
-
-    bad = _run("bench/ipc_offset.py", str(FIXTURE), "--device", "cpu")
-    assert bad.returncode == 2 and "needs a CUDA device" in bad.stderr
-    text = ipc_offset.table([("p", {"ipc": [2.5, 2.6, 2.4], "pool": [2.3, 2.2, 2.4], "local": [2.2, 2.1, 2.3]}, True)])
-    assert "| p | 2.50 | 2.30 | 2.20 | +0.30 | +0.10 | yes |" in text
-
-
 def test_buffers_ab_judges_named_candidates_in_each_mode(tmp_path):
     """bench/buffers_ab.py on the CPU: the records' best and a --candidate override are found among the planned
     candidates, judged once per round in order with that buffer mode (private forced on the CPU here), and
@@ -473,3 +438,39 @@ def test_mlp_wgmma_timeline_reads_phases_from_the_probes():
     assert got["K step interval (mean)"] == [200] and got["K step interval (max)"] == [200]
     assert got["last stage landed -> MMAs done"] == [50] and got["stores / reductions"] == [100]
     assert got["CTA lifetime"] == [1300] and all(len(v) == 1 for v in got.values())
+
+
+def test_every_bench_tool_says_what_it_measures_and_its_command():
+    """bench/ holds tools a maintainer runs again: each opens with a docstring (a comment for shell scripts)
+    that describes it and gives the command that runs it."""
+    import ast
+
+    missing = []
+    for path in sorted(p for p in (REPO / "bench").iterdir() if p.is_file()):
+        if path.suffix == ".py":
+            doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        elif path.suffix == ".sh":
+            doc = "\n".join(line for line in path.read_text().splitlines()[:8] if line.startswith("#"))
+        else:
+            missing.append(f"{path.name}: not a tool (bench/ keeps .py and .sh tools only)")
+            continue
+        if len(doc.split()) < 8 or f"bench/{path.name}" not in doc:
+            missing.append(f"{path.name}: no description naming `bench/{path.name}` and its command")
+    assert not missing, "\n".join(missing)
+
+
+def test_the_bundled_set_headline_renders_from_the_records_it_cites():
+    """docs/BENCHMARKS.md's bundled-set headline (geomean over T_b, rows beating T_b) is what offline_table.py
+    computes from the records and T_b files it cites. The median SOL score is left out: it depends on the
+    speed-of-light model of the checkout that renders it."""
+    import re
+
+    text = (REPO / "docs/BENCHMARKS.md").read_text()
+    headline = re.search(r"\*\*Geomean T_b / T_k ([0-9.]+)×, (\d+) of (\d+) beat T_b", text)
+    assert headline, "docs/BENCHMARKS.md: the bundled set's headline is missing"
+    res = _run("bench/offline_table.py", "--records", "docs/bench/h200_bundled_set.jsonl", "--baselines",
+               "docs/bench/h200_bundled_set_tb.jsonl", "--hardware", "h200")  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    rendered = re.search(r"problems: (\d+); geomean vs T_b: ([0-9.]+)×; beat T_b: (\d+)/(\d+)", res.stdout)
+    assert rendered, res.stdout[:2000]
+    assert (rendered[2], rendered[3], rendered[1]) == (headline[1], headline[2], headline[3])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.base import ProblemStats
+from solforge.planning.types import ProblemStats
 from sol_bench.models import SourceFile, Status
 from sol_bench.problem import load_problem, load_solution
 from solforge.judge_client import JudgeOptions, run_judge
@@ -125,7 +125,7 @@ def test_judge_internal_error_is_raised_not_a_verdict(problem, tmp_path):
 
 
 def test_campaign_scores_against_the_stored_t_b_of_the_same_device(tmp_path):
-    from flows.campaign import baseline_times
+    from solforge.store.campaign_queries import baseline_times
     from solforge.store import ResultStore
     from tasks.benchmark import baseline_rows
 

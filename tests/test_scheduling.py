@@ -1,4 +1,4 @@
-"""The campaign's rolling window (flows/schedule.py): no round barrier, attempts of a problem sequential."""
+"""The campaign's rolling window (solforge/planning/window.py): no round barrier, attempts of a problem sequential."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.schedule import Window
+from solforge.planning.window import Window
 from solforge.store.query import query
 
 REPO = Path(__file__).resolve().parent.parent

@@ -25,7 +25,13 @@ def register(root: click.Group) -> None:
               help="Attempts per problem at most, failed ones included (default: 3). The whole run is bounded by "
                    "--budget-minutes and --budget-usd.")
 @click.option("--budget-minutes", type=float, default=None, help="Stop starting attempts after this many minutes.")
-@click.option("--budget-usd", type=float, default=None, help="Stop when the agents have spent this much.")
+@click.option("--budget-usd", type=float, default=None,
+              help="Money the run may spend (agents' calls, failed ones included, and the LLM planner's). Paid "
+                   "calls then go one at a time, so the run stops within one call of it.")
+@click.option("--planner", type=click.Choice(["rules", "llm"]), default="rules", show_default=True,
+              help="Who allocates attempts: the rules, or an LLM reading the same statistics (its unusable "
+                   "answers fall back to the rules, the reason stored with the round's decisions).")
+@click.option("--planner-model", default=None, help="litellm model of --planner llm (default: --model).")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Judge timeout per workload (s).")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
               help="Timed iterations per workload (judge default when unset; small values for quick CPU runs).")
@@ -46,12 +52,15 @@ def register(root: click.Group) -> None:
 def run(problem_dirs: tuple[str, ...], agent: str, language: str | None, model: str | None, api_base: str | None,
         device: str, max_candidates: int | None, budget_minutes: float | None, budget_usd: float | None,
         timeout_s: float, iterations: int | None, measure_baseline: bool, max_workloads: int | None,
-        max_workload_mib: float | None, cpu_device_workers: int, dask_address: str | None, data_dir: str, run_id: str | None, as_json: bool) -> None:
+        max_workload_mib: float | None, cpu_device_workers: int, dask_address: str | None, data_dir: str,
+        run_id: str | None, as_json: bool, planner: str, planner_model: str | None) -> None:
     """Run agents on problems (default: the bundled set in data/problems), judge every candidate, store
     every attempt under --data-dir and let the planner spend the attempts where the headroom is.
 
     A problem directory that does not load is reported (file and field) and left out; the others run. An
-    agent or judge error on one problem is stored as a row of the failures table and the run goes on.
+    agent or judge error on one problem (a malformed reply, a provider's timeout or 429) is stored as a row of
+    the failures table, with its cost, and the run goes on. Each problem starts from what earlier runs in
+    --data-dir judged: the best earlier solution and its feedback seed the agents.
 
     Without PREFECT_API_URL, one local Prefect server is started for the run (state under
     DATA_DIR/prefect) and stopped at the end. With no GPU, the CPU is the device.
@@ -82,6 +91,7 @@ def run(problem_dirs: tuple[str, ...], agent: str, language: str | None, model: 
             budget_usd=budget_usd, dask_address=dask_address, data_dir=data_dir, run_id=run_id,
             timeout_s=timeout_s, iterations=iterations, measure_baseline=measure_baseline, show_progress=True,
             max_workloads=max_workloads, max_workload_mib=max_workload_mib, cpu_device_workers=cpu_device_workers,
+            planner=planner, planner_model=planner_model,
         )
     for sk in out.get("skipped_problems", []):
         click.echo(f"left out (does not load): {sk['reason']}", err=True)

@@ -1,7 +1,7 @@
 """A rule-based planner: spend the next round's attempts where the headroom is.
 
 A round is one run of the planner; the campaign runs it again whenever its allocation cannot fill a free
-device slot (flows/schedule.py), so "the last round's gain" is the gain of the attempts judged since the
+device slot (solforge/planning/window.py), so "the last round's gain" is the gain of the attempts judged since the
 previous run (a problem with none judged since keeps its previous gain).
 
 Rules, in order, per problem:
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from agents.base import Allocation, ProblemStats
+from .types import Allocation, ProblemStats
 
 
 @dataclass(frozen=True)

@@ -145,6 +145,8 @@ DECISIONS = TableSpec(
         _f("stopped", pa.bool_(), False),
         _f("headroom", pa.float64()),
         _f("reason", pa.string(), False),
+        _f("planner", pa.string()),  # 'rules' | 'llm' (the rules' reason says why an LLM's answer was not used)
+        _f("cost_usd", pa.float64()),  # what the round's decision cost (on its first row only)
         _f("created_at", _TS, False),
     ]),
     key=("run_id", "round", "problem"),
@@ -164,6 +166,7 @@ FAILURES = TableSpec(
         _f("stage", pa.string(), False),
         _f("attempt", pa.int32()),  # the attempt it cost, if any
         _f("candidate_id", pa.string()),
+        _f("parent_id", pa.string()),  # the earlier attempt the failed one built on
         _f("path", pa.string()),
         _f("reason", pa.string(), False),
         _f("agent", pa.string()),

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.base import ProblemStats
+from solforge.planning.types import ProblemStats
 
 from .query import connect
 

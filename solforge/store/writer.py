@@ -81,7 +81,8 @@ class ResultStore:
         """Write the zero-row schema file of every table that lacks one, and ``views.sql``."""
         for t in TABLES.values():
             f = self.table_dir(t.name) / SCHEMA_FILE
-            if not f.exists():
+            # rewritten when the table gained columns, so the views have them before any row does
+            if not f.exists() or pq.read_schema(f).names != t.schema.names:
                 _atomic_write(t.schema.empty_table(), f)
         write_views_sql(self.data_dir)
 

@@ -7,13 +7,13 @@ the candidates that reproduce the reference on the CPU (``probe.py``).
 
 from __future__ import annotations
 
-from . import attention, elementwise, matmul, mha, mlp, rmsnorm, rope, rowwise
+from . import attention, elementwise, layernorm, matmul, mha, mlp, rmsnorm, rope, softmax
 from .base import Binding, Family, Renderer, build_solution
 
 FAMILIES: tuple[Family, ...] = (
     rmsnorm.FAMILY,
-    rowwise.LAYERNORM,
-    rowwise.SOFTMAX,
+    layernorm.LAYERNORM,
+    softmax.SOFTMAX,
     elementwise.FAMILY,
     matmul.GEMM,
     mlp.FAMILY,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from sol_bench.models import Solution
@@ -15,6 +16,18 @@ from ..graph import OpSignature
 from .probe import Probe, run_rendered
 
 FLOAT_SCALARS = ("float32", "float64", "float16", "bfloat16")
+
+# Kernel sources (CUDA, and the Triton and Python text the renderers splice into a rendered file) live as files
+# in ``kernels/``; a file may hold placeholders its renderer replaces.
+KERNELS_DIR = Path(__file__).parent / "kernels"
+
+
+def kernel_source(name: str) -> str:
+    """The exact text of ``kernels/<name>``."""
+    path = KERNELS_DIR / name
+    if not path.is_file():
+        raise FileNotFoundError(f"template kernel file {path} is missing")
+    return path.read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -152,69 +165,7 @@ def build_solution(problem: Problem, family: str, r: Renderer, b: Binding, param
 # current stream, TORCH_CHECK); ``binding.cpp`` (the host compiler) holds the pybind module. nvcc parsing
 # <torch/extension.h> (pybind11 and the whole torch API) was most of a one-file build: 95-117 s on a 2-core
 # CPU box, against 12-15 s (nvcc, kernel.cu) and 9-13 s (g++, binding.cpp), 10-11 s wall for the two at once.
-CUDA_PREAMBLE = """#include <ATen/core/Tensor.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/util/Exception.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-template <typename T> __device__ __forceinline__ float to_f(T v);
-template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half(v); }
-
-__device__ __forceinline__ float warp_sum(float v) {
-  #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-// Block-wide reduction through shared memory; every thread gets the result.
-template <bool IS_MAX>
-__device__ float block_reduce(float v, float* smem) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
-  v = IS_MAX ? warp_max(v) : warp_sum(v);
-  if (lane == 0) smem[warp] = v;
-  __syncthreads();
-  float r = (lane < nwarps) ? smem[lane] : (IS_MAX ? -INFINITY : 0.f);
-  r = IS_MAX ? warp_max(r) : warp_sum(r);
-  __syncthreads();
-  return r;
-}
-// Streaming load of read-once data (no L1 allocation); inline PTX.
-__device__ __forceinline__ float ld_stream(const float* p) {
-  float r; asm volatile("ld.global.nc.L1::no_allocate.f32 %0, [%1];" : "=f"(r) : "l"(p)); return r;
-}
-
-// The current device's SM count, read once per device (grid sizing for split kernels).
-static inline int sm_count() {
-  static int cached[64] = {0};
-  int dev = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev >= 0 && dev < 64 && cached[dev] > 0) return cached[dev];
-  int n = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-  if (dev >= 0 && dev < 64) cached[dev] = n;
-  return n > 0 ? n : 1;
-}
-
-#define DISPATCH_FLOAT(TYPE, NAME, ...)                                          \\
-  switch (TYPE) {                                                                \\
-    case at::kFloat: { using NAME = float; __VA_ARGS__; break; }                 \\
-    case at::kBFloat16: { using NAME = __nv_bfloat16; __VA_ARGS__; break; }      \\
-    case at::kHalf: { using NAME = __half; __VA_ARGS__; break; }                 \\
-    default: TORCH_CHECK(false, "unsupported dtype ", TYPE);                     \\
-  }
-"""
+CUDA_PREAMBLE = kernel_source("cuda_preamble.cuh")
 
 
 CUDA_FILE, BINDING_FILE = "kernel.cu", "binding.cpp"
@@ -226,68 +177,13 @@ CUDA_FILE, BINDING_FILE = "kernel.cu", "binding.cpp"
 # next. Held for the life of the process (never freed at exit, when the CUDA context may already be gone), one
 # set per device and per module. Calls running at once on two streams of one device would share them: the
 # templates assume one stream at a time per device, as the judge calls them.
-CUDA_ARRIVAL_COUNTERS = r"""
-#include <array>
-#include <mutex>
-static unsigned* arrival_counters(const at::Tensor& like, long long count, const char* kernel) {
-  static std::mutex mu;
-  static auto* per_device = new std::array<at::Tensor, 64>();
-  const int dev = like.get_device();
-  TORCH_CHECK(dev >= 0 && dev < 64, kernel, ": device index ", dev, " not handled");
-  std::lock_guard<std::mutex> hold(mu);
-  at::Tensor& t = (*per_device)[dev];
-  if (!t.defined() || t.numel() < count) t = like.new_zeros({count}, like.options().dtype(at::kInt));
-  return reinterpret_cast<unsigned*>(t.data_ptr());
-}
-"""
+CUDA_ARRIVAL_COUNTERS = kernel_source("arrival_counters.cuh")
 
 
 # Thread-block clusters (sm_90): one launch in clusters along x, and reads of a peer CTA's shared memory
 # (distributed shared memory, inline PTX: mapa, then ld.shared::cluster at the mapped address). For the kernels
 # whose CTAs exchange partials in a cluster (softmax rows, decode attention's KV splits).
-CUDA_CLUSTERS = r"""
-// One launch of `kernel` in clusters of `cluster` CTAs along x; more than 8 is a non-portable size (16 on the
-// H100/H200). The caller takes another path on an error (and clears it).
-template <typename... Params, typename... Args>
-static cudaError_t launch_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned cluster,
-                                   cudaStream_t stream, Args... args) {
-  if (cluster > 8) {
-    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (err != cudaSuccess) return err;
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = cluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, args...);
-}
-// The address of `p` (this CTA's shared memory) in the shared memory of the cluster's CTA `rank`.
-__device__ __forceinline__ unsigned dsmem_addr(const void* p, unsigned rank) {
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-               : "=r"(remote) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))), "r"(rank));
-  return remote;
-}
-__device__ __forceinline__ float2 dsmem_f2(const float2* p, unsigned rank) {
-  float2 v;
-  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];"
-               : "=f"(v.x), "=f"(v.y) : "r"(dsmem_addr(p, rank)) : "memory");
-  return v;
-}
-__device__ __forceinline__ float4 dsmem_f4(const float* p, unsigned rank) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(dsmem_addr(p, rank)) : "memory");
-  return v;
-}
-"""
+CUDA_CLUSTERS = kernel_source("clusters.cuh")
 
 
 def cuda_module(problem: Problem, kernels: str, body: str) -> dict[str, str]:
@@ -305,17 +201,7 @@ def cuda_module(problem: Problem, kernels: str, body: str) -> dict[str, str]:
 
 # Arrival counters for Triton files whose programs count themselves in (the last to arrive finishes a tile):
 # int32 zeros per device, at least ``n``, that every launch leaves at zero again.
-TRITON_ARRIVAL_COUNTERS = """
-
-_COUNTERS = {}
-
-
-def _arrival_counters(like, n):
-    have = _COUNTERS.get(like.device)
-    if have is None or have.numel() < n:
-        have = _COUNTERS[like.device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=like.device)
-    return have
-"""
+TRITON_ARRIVAL_COUNTERS = kernel_source("arrival_counters.py")
 
 
 # Programmatic dependent launch (sm_90), for the Triton files of several kernels: a kernel launched with
@@ -352,52 +238,7 @@ def triton_gdc(p: Mapping[str, Any], tensor: str) -> tuple[str, str]:
 # current stream, as Inductor's generated code does. The key holds what Triton specializes on (tensor dtype,
 # device and 16-byte alignment, scalar values, constexprs, grid), so a call never reuses a kernel compiled for
 # other arguments. Under the CPU interpreter, and for CPU tensors, every call takes the JIT path.
-TRITON_LAUNCHER = '''
-
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Inductor's generated code calls
-
-
-class _Launcher:
-    """``kernel[grid](*args, **kwargs)``, straight into the compiled kernel's launcher once it exists."""
-
-    def __init__(self, kernel):
-        self.kernel = kernel
-        # the CPU interpreter's kernels have no ``params``: nothing is ever cached for them
-        self.params = [(p.name, getattr(p, "default", _inspect.Parameter.empty)) for p in getattr(kernel, "params", ())]
-        self.compiled = {}
-        self.unusable = False
-
-    def __call__(self, grid, *args, **kwargs):
-        key = (grid, tuple(kwargs.items()), *[
-            (a.dtype, a.get_device(), a.data_ptr() % 16 == 0) if isinstance(a, torch.Tensor) else a for a in args
-        ])
-        hit = self.compiled.get(key)
-        if hit is not None:
-            run, gx, gy, gz, device, function, packed, rest = hit
-            try:
-                run(gx, gy, gz, _raw_stream(device), function, packed, None, None, None, *args, *rest)
-                return
-            except TypeError:  # a Triton whose launcher takes other arguments: the JIT from now on
-                self.compiled.clear()
-                self.unusable = True
-        kernel = self.kernel[grid](*args, **kwargs)
-        if self.unusable or kernel is None or not hasattr(kernel, "packed_metadata") or _raw_stream is None:
-            return  # the interpreter (nothing compiled to keep) or an unknown Triton: the JIT every call
-        rest = []
-        for name, default in self.params[len(args):]:
-            if name in kwargs:
-                rest.append(kwargs[name])
-            elif default is not _inspect.Parameter.empty:
-                rest.append(default)
-            else:
-                return
-        devices = [a.get_device() for a in args if isinstance(a, torch.Tensor)]
-        if not devices or devices[0] < 0:
-            return
-        kernel._init_handles()
-        gx, gy, gz = tuple(grid) + (1,) * (3 - len(grid))
-        self.compiled[key] = (kernel.run, gx, gy, gz, devices[0], kernel.function, kernel.packed_metadata, tuple(rest))
-'''
+TRITON_LAUNCHER = kernel_source("triton_launcher.py")
 
 
 # A rendered Triton file of several launches can replay them as one CUDA graph: each launch from Python costs

@@ -21,9 +21,9 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .attention import TRITON_HEAD_DIMS, TRITON_IMPORTS, triton_attention_source
+from .attention_triton import TRITON_HEAD_DIMS, TRITON_IMPORTS, triton_attention_source
 from .base import Binding, Family, Renderer, graph_replayed, py_signature, triton_gdc
-from .matmul import BIAS_EPILOGUE, FIT_TILES, triton_gemm_kernel
+from .triton_gemm import BIAS_EPILOGUE, FIT_TILES, triton_gemm_kernel
 
 _ALLOWED = {"mm", "addmm", "bmm", "baddbmm", "t", "transpose", "permute", "view", "_unsafe_view", "reshape", "expand",
             "clone", "contiguous", "_to_copy", "add", "mul", "div", "_softmax", "_safe_softmax", "alias", "linear",

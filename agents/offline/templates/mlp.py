@@ -32,7 +32,7 @@ from .mlp_fused import render_fused, run_prologue
 from .mlp_overlap import render_overlap
 from .mlp_wgmma import WGMMA_GRID, render_cuda_wgmma
 from .mlp_wgmma import accepts as wgmma_accepts, widths as wgmma_widths
-from .matmul import BIAS_EPILOGUE, FIT_TILES, SPLIT_SUM, TMA_DESCRIPTORS, triton_gemm_kernel
+from .triton_gemm import BIAS_EPILOGUE, FIT_TILES, SPLIT_SUM, TMA_DESCRIPTORS, triton_gemm_kernel
 
 _ALLOWED = {"mm", "addmm", "matmul", "t", "permute", "transpose", "_to_copy", "add", "mul", "div", "pow", "rsub",
             "erf", "tanh", "sigmoid", "relu", "gelu", "silu", "view", "_unsafe_view", "reshape", "expand", "clone",

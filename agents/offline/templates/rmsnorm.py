@@ -15,7 +15,8 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, eps_literal, py_signature, triton_launcher
+from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, eps_literal, kernel_source, py_signature
+from .rows import eps_expr, out_name, triton_row_head, triton_row_run
 
 _EXCLUDE = {"sub", "var_mean", "native_layer_norm", "_softmax", "mm", "addmm", "bmm", "exp"}
 
@@ -57,19 +58,11 @@ def _offset(b: Binding) -> float:
     return float(b.consts.get("offset", 0.0))
 
 
-def _eps(b: Binding) -> str:
-    return b.roles.get("eps") or repr(b.consts["eps"])
-
-
-def _out(problem: Problem) -> str:
-    return next(iter(problem.definition.outputs))
-
-
 # ---------------------------------------------------------------------------------------------- pytorch
 
 
 def render_pytorch(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
-    x, w, y = b.roles["x"], b.roles.get("weight"), _out(problem)
+    x, w, y = b.roles["x"], b.roles.get("weight"), out_name(problem)
     wf = f"({_offset(b)!r} + {w}.float())" if w and _offset(b) else f"{w}.float()"
     scale = ""
     if w:
@@ -81,7 +74,7 @@ def render_pytorch(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
 
 {py_signature(problem)}
     xf = {x}.float()
-    n = xf * torch.rsqrt(xf.square().mean(dim=-1, keepdim=True) + {_eps(b)}){scale}{cast_w}
+    n = xf * torch.rsqrt(xf.square().mean(dim=-1, keepdim=True) + {eps_expr(b)}){scale}{cast_w}
     {y}.copy_(n)
 """
 
@@ -90,7 +83,7 @@ def render_pytorch(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
 
 
 def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
-    x, w, y = b.roles["x"], b.roles.get("weight"), _out(problem)
+    x, w, y = b.roles["x"], b.roles.get("weight"), out_name(problem)
     has_w = w is not None
     # The weight is loaded before the reduction, beside x: loaded after it, a one-row call waits for a
     # second DRAM round trip (the reduction's barriers keep the compiler from hoisting it).
@@ -101,132 +94,25 @@ def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
         apply_w = f"n = n.to(y_ptr.dtype.element_ty).to(tl.float32) * {wv}"
     elif has_w:
         apply_w = f"n = n * {wv}"
-    return f"""import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def _rmsnorm_row(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    m = cols < n_cols
-    xv = tl.load(x_ptr + row * n_cols + cols, mask=m, other=0.0).to(tl.float32)
-    {load_w}
+    kernel = f"""{triton_row_head("rmsnorm", "x_ptr, w_ptr, y_ptr")}    {load_w}
     rstd = tl.rsqrt(tl.sum(xv * xv, axis=0) / n_cols + eps)
     n = xv * rstd
     {apply_w}
     tl.store(y_ptr + row * n_cols + cols, n.to(y_ptr.dtype.element_ty), mask=m)
 
-{triton_launcher()}
-_rmsnorm_launch = _Launcher(_rmsnorm_row)
-
-
-{py_signature(problem)}
-    n_cols = {x}.shape[-1]
-    rows = {x}.numel() // n_cols
-    if rows == 0:
-        return
-    _rmsnorm_launch((rows,), {x}, {w if has_w else x}, {y}, n_cols, float({_eps(b)}),
-                    BLOCK=triton.next_power_of_2(n_cols), num_warps={p["num_warps"]})
 """
+    return kernel + triton_row_run(problem, b, p, "rmsnorm", f"{x}, {w if has_w else x}, {y}")
 
 
 # ------------------------------------------------------------------------------------------------- cuda
 
-_CUDA_VEC_KERNEL = r"""
-// 16-byte path: each thread's VPT vectors of x (and of the weight) are all requested before any is used, then
-// one block reduction. The scalar kernel below read a one-row 4096-wide bf16 call in 7.0 us on the H200
-// (Triton: 1.7), with 2-byte loads under a bounds test each and the weight read after the reduction.
-template <typename T> __device__ __forceinline__ float rms_elem(const uint4& v, int e) {
-  return to_f<T>(reinterpret_cast<const T*>(&v)[e]);
-}
-template <typename T, int VPT, bool HAS_W, bool CAST_BEFORE_W>
-__global__ void __launch_bounds__(512) rmsnorm_vec(const T* __restrict__ x, const T* __restrict__ w,
-                                                    T* __restrict__ y, int n_cols, float eps, float w_offset) {
-  constexpr int E = 16 / (int)sizeof(T);
-  __shared__ float smem[32];
-  const long long row = blockIdx.x;
-  const int nvec = n_cols / E;
-  const uint4* xr = reinterpret_cast<const uint4*>(x + row * n_cols);
-  const uint4* wr = reinterpret_cast<const uint4*>(w);
-  uint4* yr = reinterpret_cast<uint4*>(y + row * n_cols);
-  uint4 xv[VPT], wv[HAS_W ? VPT : 1];
-  #pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const int i = threadIdx.x + j * blockDim.x;
-    xv[j] = i < nvec ? xr[i] : make_uint4(0u, 0u, 0u, 0u);
-    if (HAS_W) wv[HAS_W ? j : 0] = i < nvec ? wr[i] : make_uint4(0u, 0u, 0u, 0u);
-  }
-  float ss = 0.f;
-  #pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const float v = rms_elem<T>(xv[j], e);
-      ss += v * v;
-    }
-  }
-  float rstd;
-  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(rstd) : "f"(block_reduce<false>(ss, smem) / n_cols + eps));
-  #pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const int i = threadIdx.x + j * blockDim.x;
-    if (i < nvec) {
-      uint4 ov;
-      #pragma unroll
-      for (int e = 0; e < E; ++e) {
-        float o = rms_elem<T>(xv[j], e) * rstd;
-        if (HAS_W) o = (CAST_BEFORE_W ? to_f<T>(from_f<T>(o)) : o) * (w_offset + rms_elem<T>(wv[HAS_W ? j : 0], e));
-        reinterpret_cast<T*>(&ov)[e] = from_f<T>(o);
-      }
-      yr[i] = ov;
-    }
-  }
-}
-"""
+_CUDA_VEC_KERNEL = kernel_source("rmsnorm_vec.cu")
 
-_CUDA_KERNEL = r"""
-// One CTA per row; the row is read once into registers (up to MAX_PER_THREAD elements per thread).
-template <typename T, int MAX_PER_THREAD, bool HAS_W, bool CAST_BEFORE_W>
-__global__ void __launch_bounds__(1024) rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
-                             int n_cols, float eps, float w_offset) {
-  __shared__ float smem[32];
-  const long long row = blockIdx.x;
-  const T* xr = x + row * n_cols;
-  T* yr = y + row * n_cols;
-  // The weight is read beside x, before the reduction (after it, a one-row call waits for a second DRAM
-  // round trip), while the registers allow: not for the 32-per-thread rows of 1024-thread blocks.
-  constexpr bool PRELOAD_W = HAS_W && MAX_PER_THREAD <= 8;
-  float v[MAX_PER_THREAD], wv[PRELOAD_W ? MAX_PER_THREAD : 1];
-  float ss = 0.f;
-  #pragma unroll
-  for (int i = 0; i < MAX_PER_THREAD; ++i) {
-    int c = threadIdx.x + i * blockDim.x;
-    v[i] = c < n_cols ? to_f<T>(xr[c]) : 0.f;
-    if (PRELOAD_W) wv[PRELOAD_W ? i : 0] = c < n_cols ? to_f<T>(w[c]) : 0.f;
-    ss += v[i] * v[i];
-  }
-  float rstd;
-  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(rstd) : "f"(block_reduce<false>(ss, smem) / n_cols + eps));
-  #pragma unroll
-  for (int i = 0; i < MAX_PER_THREAD; ++i) {
-    int c = threadIdx.x + i * blockDim.x;
-    if (c < n_cols) {
-      float o = v[i] * rstd;
-      if (HAS_W) {
-        const float wc = PRELOAD_W ? wv[PRELOAD_W ? i : 0] : to_f<T>(w[c]);
-        o = (CAST_BEFORE_W ? to_f<T>(from_f<T>(o)) : o) * (w_offset + wc);
-      }
-      yr[c] = from_f<T>(o);
-    }
-  }
-}
-"""
+_CUDA_KERNEL = kernel_source("rmsnorm.cu")
 
 
 def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
-    x, w, y = b.roles["x"], b.roles.get("weight"), _out(problem)
+    x, w, y = b.roles["x"], b.roles.get("weight"), out_name(problem)
     threads = p["threads"]
     has_w = "true" if w else "false"
     cbw = "true" if p["cast_before_weight"] else "false"
@@ -245,15 +131,15 @@ def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
                      reinterpret_cast<uintptr_t>(yp) % 16 == 0 && (wp == nullptr || reinterpret_cast<uintptr_t>(wp) % 16 == 0);
     const int vpt = (n_cols / vec_e + {threads} - 1) / {threads};
     if (vec && vpt <= 8) {{
-      if (vpt <= 1) rmsnorm_vec<scalar_t, 1, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
-      else if (vpt <= 2) rmsnorm_vec<scalar_t, 2, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
-      else if (vpt <= 4) rmsnorm_vec<scalar_t, 4, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
-      else rmsnorm_vec<scalar_t, 8, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
+      if (vpt <= 1) rmsnorm_vec<scalar_t, 1, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
+      else if (vpt <= 2) rmsnorm_vec<scalar_t, 2, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
+      else if (vpt <= 4) rmsnorm_vec<scalar_t, 4, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
+      else rmsnorm_vec<scalar_t, 8, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
     }} else if (per_thread > 32) {{
       TORCH_CHECK(false, "row too long for this template: ", n_cols);
-    }} else if (per_thread <= 4) rmsnorm_rows<scalar_t, 4, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
-    else if (per_thread <= 8) rmsnorm_rows<scalar_t, 8, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
-    else rmsnorm_rows<scalar_t, 32, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){_eps(b)}, {_offset(b)!r}f);
+    }} else if (per_thread <= 4) rmsnorm_rows<scalar_t, 4, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
+    else if (per_thread <= 8) rmsnorm_rows<scalar_t, 8, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
+    else rmsnorm_rows<scalar_t, 32, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
   }});
   C10_CUDA_KERNEL_LAUNCH_CHECK();"""
     return cuda_module(problem, _CUDA_VEC_KERNEL + _CUDA_KERNEL, body)
