@@ -4,7 +4,7 @@ Meant for a set made by ``solforge problems generate`` with a seed not used whil
 measured beside the bundled set. Three steps, each resumable (a run cut by a time limit goes on where it
 stopped), each a subprocess so one step's crash is recorded and the others still run:
 
-1. ``tb``: T_b of the chosen workloads (``bench/measure_tb.py``, in-process protocol, same timer as the judge).
+1. ``tb``: T_b of the chosen workloads (``bench/measure_tb.py``: each variant judged as a candidate, the judge's timer).
 2. ``agents``: the offline agent's candidates judged (``bench/bench_offline_agents.py``) against those T_b.
 3. ``summary``: a Markdown table per problem and per kind, and the headline numbers: share of problems with a
    passing candidate other than the bare reference, geomean of the best candidate over T_b, share above T_b,
@@ -17,7 +17,6 @@ stopped), each a subprocess so one step's crash is recorded and the others still
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
@@ -26,6 +25,8 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+
+from problem_args import problems_parser
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = ("tb", "agents", "summary")
@@ -139,9 +140,7 @@ def render(rs: list[ProblemRow], title: str) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("problems", type=Path, nargs="+", help="problem directories or directories of problems")
-    ap.add_argument("--device", default="cuda")
+    ap = problems_parser(__doc__)
     ap.add_argument("--work", type=Path, required=True, help="where each step's records and logs go")
     ap.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated subset of {','.join(STEPS)}")
     ap.add_argument("--workloads", type=int, default=3, help="workloads per problem, smallest to largest")

@@ -36,13 +36,51 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import torch  # noqa: E402
 
-from sol_bench.baseline import CUDAGRAPH_COMPILE, EAGER, _outputs, _variant_callable  # noqa: E402
+from sol_bench.baseline import CUDAGRAPH_COMPILE, EAGER  # noqa: E402
 from sol_bench.correctness import compare  # noqa: E402
 from sol_bench.build import plan_build, run_build  # noqa: E402
 from sol_bench.inputs import make_inputs, output_specs  # noqa: E402
 from sol_bench.models import Solution  # noqa: E402
 from sol_bench.problem import Problem, load_problem  # noqa: E402
 from sol_bench.reference import load_reference  # noqa: E402
+
+
+def _outputs(x: Any) -> list[torch.Tensor]:
+    """The tensors a reference or solution returned, in order."""
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, dict):
+        x = list(x.values())
+    return [t for t in x if isinstance(t, torch.Tensor)] if isinstance(x, (tuple, list)) else []
+
+
+def _graphed(fn: Callable[[], Any], device: torch.device) -> Callable[[], Any]:
+    """``fn`` captured into a CUDA graph after a warm-up on a side stream; returns its replay."""
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream(device).wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+
+    def replay() -> Any:
+        graph.replay()
+        return out
+
+    return replay
+
+
+def _variant_callable(name: str, run: Callable[..., Any], inputs: list[Any], device: torch.device) -> Callable[[], Any]:
+    """In-process callables of the two T_b variants this profile compares (eager, compiled in a CUDA graph)."""
+    if name == EAGER:
+        return lambda: run(*inputs)
+    if name == CUDAGRAPH_COMPILE:
+        compiled = torch.compile(run, dynamic=False)
+        return _graphed(lambda: compiled(*inputs), device)
+    raise ValueError(f"unknown variant {name!r}")
 from sol_bench.runner import candidate_env  # noqa: E402
 from sol_bench.staging import stage  # noqa: E402
 from sol_bench.timing import LAUNCH_PREROLL_US, time_callable  # noqa: E402

@@ -1,4 +1,6 @@
-"""The last step of the bench scripts that print a Markdown report: print it, and keep it where asked."""
+"""`bench/report_text.py`: the last step of the bench scripts that print a Markdown report: print it, and keep
+it where asked. A library, not a tool: the scripts import it (``from report_text import emit_report``); its
+test is `.venv/bin/python -m pytest -q tests/test_bench_scripts.py`."""
 
 from __future__ import annotations
 

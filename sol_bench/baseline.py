@@ -208,74 +208,95 @@ class VariantFailed(Exception):
         self.status = status
 
 
-def judge_variant(problem: Problem, solution: Solution, config: BaselineConfig) -> VariantTime:
-    """One variant on ``problem``'s single workload, judged as a candidate."""
+def judge_variant(problem: Problem, solution: Solution, config: BaselineConfig) -> dict[str, VariantTime | VariantFailed]:
+    """One variant judged as a candidate on every workload of ``problem`` (one worker for them all):
+    workload uuid -> its time, or why it did not pass."""
     from .judge import evaluate
 
-    [trace] = evaluate(problem, solution, config.judge_config())
-    ev = trace.evaluation
-    if ev.status is not Status.PASSED or ev.performance is None:
-        raise VariantFailed(ev.status, ev.reason or ev.log[-500:])
-    perf = ev.performance
-    return VariantTime(perf.latency_ms, perf.latency_iqr_ms or 0.0, perf.timing_method or "")
+    got: dict[str, VariantTime | VariantFailed] = {}
+    for trace in evaluate(problem, solution, config.judge_config()):
+        ev, perf = trace.evaluation, trace.evaluation.performance
+        if ev.status is not Status.PASSED or perf is None:
+            got[trace.workload.uuid] = VariantFailed(ev.status, ev.reason or ev.log[-500:])
+        else:
+            got[trace.workload.uuid] = VariantTime(perf.latency_ms, perf.latency_iqr_ms or 0.0, perf.timing_method or "")
+    return got
+
+
+@dataclass
+class _Tally:
+    """What the variants judged so far read on one workload."""
+
+    times: dict[str, float] = field(default_factory=dict)
+    iqrs: dict[str, float] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    draws: dict[str, list[float]] = field(default_factory=dict)
+    method: str | None = None
+
+    def add(self, name: str, got: VariantTime | VariantFailed) -> None:
+        if name in self.failed:  # one failed compile (a mismatch, a crash) leaves the variant out altogether
+            return
+        if isinstance(got, VariantFailed):
+            why = "outputs differ from eager (the reference)" if got.status is Status.INCORRECT_NUMERICAL else ""
+            self.failed[name] = (f"{why}: {got}" if why else f"{got.status.value}: {got}")[:500]
+            for table in (self.times, self.iqrs, self.draws):
+                table.pop(name, None)
+            return
+        if name in COMPILED_VARIANTS:
+            self.draws.setdefault(name, []).append(got.median_ms)
+        if name not in self.times or got.median_ms < self.times[name]:
+            self.times[name], self.iqrs[name] = got.median_ms, got.iqr_ms
+        self.method = got.method
+
+
+def judge_baselines(problem: Problem, config: BaselineConfig) -> tuple[list[BaselineRecord], dict[str, str]]:
+    """Judge every variant on every workload of ``problem`` and keep, per workload, the best that passes.
+
+    Variant-major: each variant (each compile draw) is one judge call over all workloads, so a problem costs
+    one worker start per draw rather than one per draw and workload. Returns the records of the workloads
+    whose eager reference passed, and uuid -> why for those whose eager reference did not (no T_b there)."""
+    tallies = {w.uuid: _Tally() for w in problem.workloads}
+    for name in config.chosen_variants():
+        solution = variant_solution(problem.definition, name)
+        for _ in range(config.compiles if name in COMPILED_VARIANTS else 1):
+            todo = [u for u, t in tallies.items() if name not in t.failed and EAGER not in t.failed]
+            if not todo:
+                break
+            got = judge_variant(problem.select(todo), solution, config)
+            for uuid in todo:
+                tallies[uuid].add(name, got.get(uuid) or VariantFailed(Status.RUNTIME_ERROR, "no trace returned"))
+    hardware = device_name(torch.device(config.device))
+    records, refused = [], {}
+    for w in problem.workloads:
+        t = tallies[w.uuid]
+        if EAGER not in t.times:
+            refused[w.uuid] = (
+                f"{problem.name}/{w.uuid}: the eager reference failed the judge ({t.failed.get(EAGER, 'no time')})"
+            )
+            continue
+        best = min(t.times, key=t.times.__getitem__)
+        records.append(BaselineRecord(
+            problem=problem.name, uuid=w.uuid, device_name=hardware, eager_ms=t.times[EAGER], t_b_ms=t.times[best],
+            best_variant=best, variants=t.times, iqr_ms=t.iqrs, failed=t.failed, torch_version=torch.__version__,
+            timestamp=datetime.now(timezone.utc).isoformat(), timing_method=t.method, compile_draws=t.draws,
+        ))  # fmt: skip
+    return records, refused
+
+
+def measure_baselines(problem: Problem, config: BaselineConfig) -> list[BaselineRecord]:
+    """Every workload's record; a ReferenceFailure when the eager reference fails the judge on any of them."""
+    records, refused = judge_baselines(problem, config)
+    if refused:
+        raise ReferenceFailure("; ".join(refused.values()))
+    return records
 
 
 def measure_workload(
     problem: Problem, workload: Workload, reference: Reference | None = None, config: BaselineConfig = BaselineConfig()
 ) -> BaselineRecord:
-    """Judge every variant on one workload and keep the best one that passes.
-
-    ``reference`` is accepted for callers written when the reference ran in this process; the judge loads
-    the problem's reference itself."""
-    device = torch.device(config.device)
-    one = problem.select([workload.uuid])
-    times: dict[str, float] = {}
-    iqrs: dict[str, float] = {}
-    method = None
-    failed: dict[str, str] = {}
-    draws: dict[str, list[float]] = {}
-    for name in config.chosen_variants():
-        solution = variant_solution(problem.definition, name)
-        for _ in range(config.compiles if name in COMPILED_VARIANTS else 1):
-            try:
-                got = judge_variant(one, solution, config)
-            except VariantFailed as e:
-                if name == EAGER:
-                    raise ReferenceFailure(
-                        f"{problem.name}/{workload.uuid}: the eager reference failed the judge ({e.status.value}): {e}"
-                    ) from e
-                why = "outputs differ from eager (the reference)" if e.status is Status.INCORRECT_NUMERICAL else ""
-                failed[name] = (f"{why}: {e}" if why else f"{e.status.value}: {e}")[:500]
-                break
-            if name in COMPILED_VARIANTS:
-                draws.setdefault(name, []).append(got.median_ms)
-            if name not in times or got.median_ms < times[name]:
-                times[name], iqrs[name] = got.median_ms, got.iqr_ms
-            method = got.method
-        if name in failed:  # one failed compile (a mismatch, a crash) leaves the variant out altogether
-            times.pop(name, None)
-            iqrs.pop(name, None)
-            draws.pop(name, None)
-    best = min(times, key=times.__getitem__)
-    return BaselineRecord(
-        problem=problem.name,
-        uuid=workload.uuid,
-        device_name=device_name(device),
-        eager_ms=times[EAGER],
-        t_b_ms=times[best],
-        best_variant=best,
-        variants=times,
-        iqr_ms=iqrs,
-        failed=failed,
-        torch_version=torch.__version__,
-        timestamp=datetime.now(timezone.utc).isoformat(),
-        timing_method=method,
-        compile_draws=draws,
-    )
-
-
-def measure_baselines(problem: Problem, config: BaselineConfig) -> list[BaselineRecord]:
-    return [measure_workload(problem, w, None, config) for w in problem.workloads]
+    """One workload's record (``reference`` is accepted for older callers; the judge loads its own)."""
+    [record] = measure_baselines(problem.select([workload.uuid]), config)
+    return record
 
 
 def baseline_path(data_dir: Path | str, problem: str, device: str) -> Path:

@@ -90,12 +90,13 @@ def test_bundled_decode_problems_get_the_cuda_kernel_first(path):
     assert b.consts["layout"] == "bhd" and b.consts["max_sq"] == 1 and b.consts["max_group"] in (4, 8)
     assert attention.cuda_decode_accepts(b)
     names = [x.solution.name for x in plan(p, "cuda:0")]
+    assert names[0] == f"{p.name}__ref_eager_cudagraph"  # the correct floor leads, then the kernels
     cuda = [n for n in names if "__attention_cuda_cpp_" in n]
-    assert names[: len(cuda)] == cuda and len(cuda) == len(CUDA.variants())
+    assert names[1 : 1 + len(cuda)] == cuda and len(cuda) == len(CUDA.variants())
     assert any("__attention_triton_" in n for n in names)
     first = OfflineAgent().propose(p, [], "cuda:0")
-    assert first is not None and first.language == "cuda_cpp"
-    assert first.solution.name == f"{p.name}__attention_cuda_cpp_threads128_waves2_clusterTrue"
+    assert first is not None and first.solution.name == names[0]
+    assert cuda[0] == f"{p.name}__attention_cuda_cpp_threads128_waves2_clusterTrue"
     assert cuda[4:] == [f"{p.name}__attention_cuda_cpp_threads{t}_waves{w}" for t in (128, 256) for w in (1, 2)]
     # the CPU plan has no CUDA candidate
     assert not any("cuda_cpp" in x.solution.name for x in plan(p, "cpu"))

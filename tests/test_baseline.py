@@ -85,7 +85,7 @@ def test_each_compile_variant_is_compiled_afresh_and_the_fastest_draw_counts(mon
     def spy(one, solution, config):
         seen.append((solution.name.rsplit("__tb_", 1)[1], "force_disable_caches = True" in solution.sources[0].content))
         assert [w.uuid for w in one.workloads] == [problem.workloads[0].uuid]
-        return baseline.VariantTime(next(medians), 0.01, "judge_perf_counter")
+        return {problem.workloads[0].uuid: baseline.VariantTime(next(medians), 0.01, "judge_perf_counter")}
 
     monkeypatch.setattr(baseline, "judge_variant", spy)
     r = measure_workload(problem, problem.workloads[0], load_reference(problem.definition),
@@ -106,9 +106,10 @@ def test_a_compile_that_fails_once_leaves_its_variant_out(monkeypatch):
     def second_compile_wrong(one, solution, config):
         name = solution.name.rsplit("__tb_", 1)[1]
         calls.append(name)
+        uuid = one.workloads[0].uuid
         if calls.count(COMPILE_DEFAULT) == 2:
-            raise baseline.VariantFailed(Status.INCORRECT_NUMERICAL, "output 'y': 50% of elements within tolerance")
-        return baseline.VariantTime(0.1, 0.01, "judge_perf_counter")
+            return {uuid: baseline.VariantFailed(Status.INCORRECT_NUMERICAL, "output 'y': 50% of elements within tolerance")}
+        return {uuid: baseline.VariantTime(0.1, 0.01, "judge_perf_counter")}
 
     monkeypatch.setattr(baseline, "judge_variant", second_compile_wrong)
     r = measure_workload(problem, problem.workloads[0], load_reference(problem.definition),
@@ -116,6 +117,32 @@ def test_a_compile_that_fails_once_leaves_its_variant_out(monkeypatch):
     assert calls == [EAGER, COMPILE_DEFAULT, COMPILE_DEFAULT]  # no third draw after a mismatch
     assert set(r.variants) == {EAGER} and COMPILE_DEFAULT not in r.compile_draws
     assert "outputs differ from eager" in r.failed[COMPILE_DEFAULT]
+
+
+def test_each_variant_is_judged_once_over_all_workloads_and_a_failing_eager_drops_its_workload(monkeypatch):
+    """Variant-major: one judge call per variant covers every workload (one worker start, not one per workload);
+    a workload whose eager reference fails gets no record, is named, and its other variants are not judged."""
+    from sol_bench.models import Status
+
+    problem = load_problem(FIXTURE)
+    uuids = [w.uuid for w in problem.workloads]
+    calls = []
+
+    def spy(one, solution, config):
+        name = solution.name.rsplit("__tb_", 1)[1]
+        calls.append((name, [w.uuid for w in one.workloads]))
+        if name == EAGER:
+            return {u: (baseline.VariantFailed(Status.RUNTIME_ERROR, "boom") if u == uuids[1] else
+                        baseline.VariantTime(0.5, 0.01, "judge_perf_counter")) for u in uuids}  # fmt: skip
+        return {u: baseline.VariantTime(0.25, 0.01, "judge_perf_counter") for u in [w.uuid for w in one.workloads]}
+
+    monkeypatch.setattr(baseline, "judge_variant", spy)
+    records, refused = baseline.judge_baselines(problem, replace(FAST, variants=(EAGER, COMPILE_DEFAULT)))
+    assert calls == [(EAGER, uuids), (COMPILE_DEFAULT, [uuids[0], uuids[2]])]
+    assert [r.uuid for r in records] == [uuids[0], uuids[2]] and all(r.best_variant == COMPILE_DEFAULT for r in records)
+    assert list(refused) == [uuids[1]] and "boom" in refused[uuids[1]]
+    with pytest.raises(baseline.ReferenceFailure, match=uuids[1]):
+        measure_baselines(problem, replace(FAST, variants=(EAGER, COMPILE_DEFAULT)))
 
 
 def test_baseline_cli_max_workloads_times_only_the_smallest(tmp_path):

@@ -114,7 +114,7 @@ def test_tb_bench_writes_records_the_offline_bench_reads_and_resumes(tmp_path):
                "--variants", "eager", "-o", str(out))  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     [rec] = [json.loads(x) for x in out.read_text().splitlines()]
-    assert rec["uuid"] == "rms-1" and rec["t_b_ms"] == rec["eager_ms"] > 0 and rec["timing_method"] == "cpu_perf_counter"
+    assert rec["uuid"] == "rms-1" and rec["t_b_ms"] == rec["eager_ms"] > 0 and rec["timing_method"] == "judge_perf_counter"
     sys.path.insert(0, str(REPO / "bench"))
     from bench_offline_agents import load_baselines
 
@@ -127,19 +127,19 @@ def test_tb_bench_writes_records_the_offline_bench_reads_and_resumes(tmp_path):
     assert uuids[0] == "rms-1" and len(uuids) == 2 and "rms-1" not in res.stdout
 
 
-def test_tb_under_the_judge_protocol_judges_each_variant_as_a_candidate(tmp_path):
-    """--protocol judge: each variant is the reference wrapped as a solution and judged in the sandboxed worker;
-    T_b is the fastest that passed, eager_ms the judge's own reference timing, and --resume skips the done."""
+def test_tb_bench_judges_each_variant_as_a_candidate(tmp_path):
+    """Each variant is the reference wrapped as a solution and judged in the sandboxed worker: T_b is the fastest
+    that passed, eager_ms the eager variant's own judged time, and --resume skips the done."""
     out = tmp_path / "tb.jsonl"
-    res = _run("bench/measure_tb.py", str(FIXTURE), "--device", "cpu", "--max-workloads", "1", "--protocol", "judge",
-               "--variants", "eager,compile-default", "-o", str(out))  # fmt: skip
+    res = _run("bench/measure_tb.py", str(FIXTURE), "--device", "cpu", "--max-workloads", "1",
+               "--variants", "eager,compile-default", "--iterations", "5", "-o", str(out))  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     [rec] = [json.loads(x) for x in out.read_text().splitlines()]
-    assert rec["uuid"] == "rms-1" and rec["timing_method"] == "judge:judge_perf_counter"
+    assert rec["uuid"] == "rms-1" and rec["timing_method"] == "judge_perf_counter"
     assert set(rec["variants"]) == {"eager", "compile-default"} and not rec["failed"], rec
     assert rec["t_b_ms"] == min(rec["variants"].values()) and rec["best_variant"] in rec["variants"]
-    assert rec["eager_ms"] > 0 and rec["eager_ms"] != rec["variants"]["eager"]  # the judge's in-process timing
-    res = _run("bench/measure_tb.py", str(FIXTURE), "--device", "cpu", "--max-workloads", "1", "--protocol", "judge",
+    assert rec["eager_ms"] == rec["variants"]["eager"] > 0
+    res = _run("bench/measure_tb.py", str(FIXTURE), "--device", "cpu", "--max-workloads", "1",
                "--variants", "eager", "-o", str(out), "--resume")  # fmt: skip
     assert res.returncode == 0 and "rms-1" not in res.stdout and len(out.read_text().splitlines()) == 1
 
