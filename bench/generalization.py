@@ -13,12 +13,17 @@ stopped), each a subprocess so one step's crash is recorded and the others still
     solforge problems generate --seed 7 --count 40 -o kernels_tmp/gen7
     python bench/generalization.py kernels_tmp/gen7 --device cuda --work kernels_tmp/gen7_run -o gen7.md
     python bench/generalization.py kernels_tmp/gen7 --steps summary --work kernels_tmp/gen7_run -o gen7.md
+
+``--gpus N`` splits the problems round-robin into N shards, each a child run of this script on one GPU
+(``CUDA_VISIBLE_DEVICES``) with its own work directory ``WORK/shard<i>``, all at once; the summary reads every
+shard's records. A multi-GPU machine measures N problems at a time for the same device time.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -27,6 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from problem_args import problems_parser
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from sol_bench.problem import find_problems  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = ("tb", "agents", "summary")
@@ -139,6 +147,48 @@ def render(rs: list[ProblemRow], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def shards(roots: list[Path], n: int) -> list[list[Path]]:
+    """The problem directories under ``roots``, dealt round-robin (sorted by name) into ``n`` non-empty shards."""
+    dirs = sorted({d for root in roots for d in find_problems(root)}, key=lambda d: d.name)
+    return [dirs[i::n] for i in range(n) if dirs[i::n]]
+
+
+def run_shards(args, steps: list[str], log: Path) -> dict[str, str]:
+    """Each shard's steps in a child run of this script on its own GPU, all at once; failures by shard."""
+    procs = []
+    for i, dirs in enumerate(shards(args.problems, args.gpus)):
+        work = args.work / f"shard{i}"
+        cmd = [sys.executable, __file__, *map(str, dirs), "--device", "cuda", "--work", str(work),
+               "--steps", ",".join(s for s in steps if s != "summary"), "--workloads", str(args.workloads),
+               "--max-candidates", str(args.max_candidates), "--problem-seconds", str(args.problem_seconds),
+               "--timer", args.timer, "--tb-compiles", str(args.tb_compiles), "--step-seconds", str(args.step_seconds),
+               "-o", str(work / "summary.md")]  # fmt: skip
+        cmd += ["--tb-variants", args.tb_variants] if args.tb_variants else []
+        work.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(i)}
+        print("+", f"CUDA_VISIBLE_DEVICES={i}", " ".join(cmd), flush=True)
+        with (work / "log.txt").open("a") as f:
+            procs.append((i, subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO, env=env)))
+    failures = {}
+    for i, proc in procs:
+        try:
+            rc = proc.wait(timeout=2 * args.step_seconds + 60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = "killed after the steps' time"
+        if rc != 0:
+            failures[f"shard{i}"] = f"exit {rc}"
+    with log.open("a") as f:
+        f.write(f"shards: {len(procs)}, failed: {failures}\n")
+    return failures
+
+
+def read_records(work: Path) -> list[dict]:
+    """The agents step's records of this work directory and of its shards."""
+    files = [work / "agents.jsonl", *sorted(work.glob("shard*/agents.jsonl"))]
+    return [json.loads(x) for f in files if f.exists() for x in f.read_text().splitlines() if x.strip()]
+
+
 def main() -> int:
     ap = problems_parser(__doc__)
     ap.add_argument("--work", type=Path, required=True, help="where each step's records and logs go")
@@ -150,6 +200,7 @@ def main() -> int:
     ap.add_argument("--tb-variants", help="T_b variants (sol_bench.baseline), comma-separated [all]")
     ap.add_argument("--tb-compiles", type=int, default=1, help="fresh compiles per torch.compile T_b variant")
     ap.add_argument("--step-seconds", type=float, default=3600.0, help="a step running longer is stopped")
+    ap.add_argument("--gpus", type=int, default=1, help="shards run at once, one GPU each")
     ap.add_argument("-o", "--output", type=Path, required=True)
     args = ap.parse_args()
     steps = [s for s in args.steps.split(",") if s]
@@ -160,6 +211,9 @@ def main() -> int:
     py = sys.executable
     pick = ["--max-workloads", str(args.workloads), "--workload-pick", "spread"]
     failures: dict[str, str] = {}
+    if args.gpus > 1 and set(steps) & {"tb", "agents"}:
+        failures |= run_shards(args, steps, log)
+        steps = [s for s in steps if s == "summary"]
     if "tb" in steps:
         cmd = [py, "bench/measure_tb.py", *map(str, args.problems), "--device", args.device, "--timer", args.timer,
                *pick, "--compiles", str(args.tb_compiles), "--resume", "-o", str(tb)]  # fmt: skip
@@ -174,7 +228,7 @@ def main() -> int:
         cmd += ["--baselines", str(tb)] if tb.exists() and tb.stat().st_size else []
         if why := run_step(cmd, log, args.step_seconds):
             failures["agents"] = why
-    records = [json.loads(x) for x in agents.read_text().splitlines() if x.strip()] if agents.exists() else []
+    records = read_records(args.work)
     rs = rows(problem_kinds(args.problems), records, failures.get("agents"))
     title = f"# Generality: {', '.join(map(str, args.problems))} on {args.device}, {args.workloads} workloads each"
     text = render(rs, title)

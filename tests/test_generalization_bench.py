@@ -41,3 +41,47 @@ def test_summary_counts_real_candidates_regressions_hacks_and_crashes(tmp_path: 
     assert h["reward_hacks"] == 1 and h["crashed"] == 2  # d raised, e was never reached
     text = out.read_text()
     assert "| attention | 2 | 1 |" in text and "RuntimeError: boom" in text and "not reached" in text
+
+
+def _module(monkeypatch):
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    spec = importlib.util.spec_from_file_location("bench_generalization", REPO / "bench" / "generalization.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpus_deal_problems_into_shards_one_gpu_each_and_the_summary_reads_them_all(tmp_path: Path, monkeypatch) -> None:
+    problems, work = tmp_path / "problems", tmp_path / "work"
+    for name in "abcde":
+        _problem(problems, name, "rmsnorm")
+    gen = _module(monkeypatch)
+    assert [[d.name for d in s] for s in gen.shards([problems], 2)] == [["a", "c", "e"], ["b", "d"]]
+    assert len(gen.shards([problems], 9)) == 5  # no empty shard
+
+    started = []
+
+    class Child:
+        def __init__(self, cmd, env, **kw):
+            started.append((cmd, env["CUDA_VISIBLE_DEVICES"]))
+            shard = Path(cmd[cmd.index("--work") + 1])
+            mine = [Path(a).name for a in cmd[2 : cmd.index("--device")]]
+            (shard / "agents.jsonl").write_text("".join(json.dumps(
+                {"problem": n, "best": "x", "passed": 1, "tried": 1, "vs_tb": 2.0, "sol_score": 0.6}) + "\n"
+                for n in mine if n != "e"))  # fmt: skip
+
+        def wait(self, timeout=None):
+            return 0
+
+    monkeypatch.setattr(gen.subprocess, "Popen", Child)
+    out = tmp_path / "t.md"
+    monkeypatch.setattr(sys, "argv", ["generalization.py", str(problems), "--gpus", "2", "--work", str(work),
+                                      "--steps", "tb,agents,summary", "-o", str(out)])  # fmt: skip
+    assert gen.main() == 0
+    assert [gpu for _, gpu in started] == ["0", "1"]
+    assert all(c[c.index("--steps") + 1] == "tb,agents" and c[c.index("--device") + 1] == "cuda" for c, _ in started)
+    h = json.loads((work / "headline.json").read_text())
+    assert h["problems"] == 5 and h["real_candidate"] == 4 and h["crashed"] == 1  # e: its shard wrote no record
