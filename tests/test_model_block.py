@@ -62,13 +62,18 @@ def _campaign(data: Path, winners: dict[str, Solution], problems: BlockProblems,
 
 
 @pytest.fixture(autouse=True)
-def _no_package_loaded():
-    """Each test imports its own exported package; none is left for the next test (or test module) to find."""
+def _no_package_loaded(monkeypatch, tmp_path):
+    """Each test imports its own exported package; none is left for the next test (or test module) to find:
+    not its modules, nor the kernel folders it put on ``sys.path`` (the judge would take a winner's ``kernel.py``
+    found there for an installed module it shadows)."""
 
     def drop() -> None:
-        for name in [m for m in sys.modules if m == "solforge_kernels" or m.startswith("solforge_kernels.")]:
-            del sys.modules[name]
+        for name, module in list(sys.modules.items()):
+            origin = str(getattr(module, "__file__", "") or "")
+            if name == "solforge_kernels" or name.startswith("solforge_kernels.") or origin.startswith(str(tmp_path)):
+                del sys.modules[name]
 
+    monkeypatch.setattr(sys, "path", list(sys.path))
     drop()
     yield
     drop()
