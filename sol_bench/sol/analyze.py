@@ -9,7 +9,8 @@ into an input writes only the scattered values. The precision is the narrowest f
 tensor inputs, the matmul operands and any fp8/fp4 the reference quantises to.
 
 The reference runs on meta tensors (no memory, any size). If it needs data (``nonzero``, ``.item()``,
-data-dependent routing) it runs again on real inputs, when they are small enough to make.
+data-dependent routing) it runs again on real inputs when they are small enough to make, else "mixed":
+bulky values on meta and the rest real, the routing seeing values like those of generated inputs (``spill``).
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ from ..models import Definition, Workload
 from ..problem import Problem
 from ..reference import Reference, load_reference
 from .hardware import PRECISION_ORDER, HardwareModel, Precision
+from .spill import spilling
 from .trace import GraphCounter, on_device, recording
 
 DEFAULT_REAL_CAP_BYTES = 1 << 30
+# Mixed tracing: matmuls above this many MACs run on meta (about a second of CPU at most).
+MIXED_MAX_MACS = 1 << 30
 
 
 class SolAnalysisError(SolBenchError):
@@ -51,7 +55,9 @@ class SolResult(BaseModel):
     t_sol_ms: float = Field(ge=0, description="max(t_compute_ms, t_memory_ms) + t_floor_ms.")
     bound: Literal["compute", "memory"] = Field(description="Which roof sets T_SOL.")
     hardware: str = Field(description="Hardware model name.")
-    method: Literal["meta", "real"] = Field(default="meta", description="Traced on meta or real tensors.")
+    method: Literal["meta", "real", "mixed"] = Field(
+        default="meta", description="Traced on meta, real, or mixed tensors (bulky values on meta, see spill.py)."
+    )
     input_bytes: dict[str, int] = Field(default_factory=dict, description="Bytes read per external input.")
 
 
@@ -205,7 +211,7 @@ def analyze_workload(
     as long as its inputs take at most ``real_cap_bytes``.
     """
     reference = reference or load_reference(definition)
-    method: Literal["meta", "real"] = "meta"
+    method: Literal["meta", "real", "mixed"] = "meta"
     try:
         inputs = _meta_inputs(definition, workload, reference)
         counter, traffic = _trace(definition, workload, reference, inputs, "meta")
@@ -219,10 +225,17 @@ def analyze_workload(
             ) from meta_error
         size = _declared_input_bytes(definition, definition.resolve_axes(workload.axes))
         if size > real_cap_bytes:
-            raise SolAnalysisError(
-                f"{definition.name}/{workload.uuid}: cannot trace on meta tensors ({reason}) and its inputs "
-                f"({size / 2**20:.0f} MiB) exceed the real-execution cap ({real_cap_bytes / 2**20:.0f} MiB)"
-            ) from meta_error
+            try:
+                counter, traffic = _mixed_trace(definition, workload, reference, real_device, real_cap_bytes, ctx, seed)
+            except InputError:
+                raise
+            except Exception as mixed_error:  # noqa: BLE001 - reported with both causes
+                raise SolAnalysisError(
+                    f"{definition.name}/{workload.uuid}: cannot trace on meta tensors ({reason}); its inputs "
+                    f"({size / 2**20:.0f} MiB) exceed the real-execution cap ({real_cap_bytes / 2**20:.0f} MiB) and "
+                    f"the mixed trace failed too ({type(mixed_error).__name__}: {_first_line(mixed_error)})"
+                ) from mixed_error
+            return _result(definition, workload, hardware, counter, traffic, "mixed")
         try:
             with on_device(real_device):
                 inputs = make_inputs(definition, workload, real_device, seed, reference=reference, ctx=ctx)
@@ -236,12 +249,46 @@ def analyze_workload(
             ) from real_error
         method = "real"
     if method == "meta" and counter.data_dependent and real_device is not None:
-        # What the routing reads is bounded on meta; real inputs that fit give the exact count.
+        # What the routing reads is bounded on meta; real inputs that fit give the exact count, a mixed
+        # trace the count for generated inputs (kept only when it runs: the bound stands otherwise).
         if _declared_input_bytes(definition, definition.resolve_axes(workload.axes)) <= real_cap_bytes:
             with on_device(real_device):
                 inputs = make_inputs(definition, workload, real_device, seed, reference=reference, ctx=ctx)
             counter, traffic = _trace(definition, workload, reference, inputs, real_device)
             method = "real"
+        else:
+            try:
+                counter, traffic = _mixed_trace(definition, workload, reference, real_device, real_cap_bytes, ctx, seed)
+                method = "mixed"
+            except InputError:
+                raise
+            except Exception:  # noqa: BLE001, S110 - the meta bound above still holds
+                pass
+    return _result(definition, workload, hardware, counter, traffic, method)
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).splitlines()[0] if str(error) else ""
+
+
+def _mixed_trace(
+    definition: Definition, workload: Workload, reference: Reference, device: str, cap: int, ctx: InputContext, seed: int
+) -> tuple[GraphCounter, list[tuple[torch.dtype | None, int]]]:
+    """Trace with tensors above a quarter of ``cap`` and big matmuls on meta, the rest on ``device``."""
+    with spilling(device, max_tensor_bytes=cap // 4, max_macs=MIXED_MAX_MACS, seed=seed):
+        with on_device(device):
+            inputs = make_inputs(definition, workload, device, seed, reference=reference, ctx=ctx)
+        return _trace(definition, workload, reference, inputs, device)
+
+
+def _result(
+    definition: Definition,
+    workload: Workload,
+    hardware: HardwareModel,
+    counter: GraphCounter,
+    traffic: list[tuple[torch.dtype | None, int]],
+    method: Literal["meta", "real", "mixed"],
+) -> SolResult:
     precision = detect_precision(definition, counter)
     nbytes = priced_bytes(traffic, precision, hardware)
     result = roofline(definition, workload, counter.macs, nbytes, precision, hardware)
