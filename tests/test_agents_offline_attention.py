@@ -91,7 +91,7 @@ _INTERPRET_SCRIPT = r"""
 import json, sys, pathlib, tempfile
 sys.path.insert(0, sys.argv[1])
 from tests.test_agents_offline_attention import write_case
-from tests.test_agents_offline import run_solution_here
+from tests.offline_problems import run_solution_here
 from agents.offline.graph import trace_ops
 from agents.offline.templates import attention, build_solution
 from sol_bench.problem import load_problem

@@ -18,7 +18,8 @@ from agents.offline.agent import OfflineAgent, plan
 from sol_bench.inputs import make_inputs
 from sol_bench.problem import load_problem
 from sol_bench.reference import load_reference
-from tests.test_agents_offline import FIXTURE, judge_cli
+from tests.offline_problems import FIXTURE
+from tests.test_agents_offline import judge_cli
 
 PLAIN = export.VARIANTS[0]
 assert not PLAIN.cuda_graph

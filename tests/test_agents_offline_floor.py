@@ -19,7 +19,8 @@ from agents.offline.search import Option, SearchPolicy, Verdict
 from sol_bench.inputs import make_inputs
 from sol_bench.problem import load_problem
 from sol_bench.reference import load_reference
-from tests.test_agents_offline import FIXTURE, judge_cli, run_solution_here
+from tests.offline_problems import FIXTURE, run_solution_here
+from tests.test_agents_offline import judge_cli
 
 
 @pytest.fixture(scope="module")

@@ -323,7 +323,7 @@ def test_template_sweep_times_each_point_and_keeps_the_failures(tmp_path):
     import os
 
     sys.path.insert(0, str(REPO / "tests"))
-    from test_agents_offline import write_problem
+    from offline_problems import write_problem
 
     problem = write_problem(tmp_path, "mlp_gelu")
     small = '{"bm": [16], "bn": [16], "bk": [16], "tma": [false, true]}'
