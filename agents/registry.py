@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
 from .base import Agent
 from .budget import AgentBudget, BudgetMeter
@@ -17,6 +17,7 @@ class AgentOptions:
     api_base: str | None
     device: str
     budget: AgentBudget
+    kin: Mapping[str, Mapping[str, float | None]] = field(default_factory=dict)  # offline: ``offline/transfer.py``
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class AgentKind:
 def _offline(o: AgentOptions) -> Agent:
     from .offline.agent import OfflineAgent
 
-    return OfflineAgent(language=o.language)
+    return OfflineAgent(language=o.language, kin=o.kin)
 
 
 def _llm(o: AgentOptions) -> Agent:
@@ -68,6 +69,7 @@ def make_agent(
     api_base: str | None = None,
     device: str = "cpu",
     budget: AgentBudget | None = None,
+    kin: Mapping[str, Mapping[str, float | None]] | None = None,
 ) -> Agent:
     """An agent of a registered kind; raises ValueError naming what is wrong with the request."""
     spec = REGISTRY.get(kind)
@@ -79,5 +81,5 @@ def make_agent(
         raise ValueError(f"agent {kind!r} needs a model (a litellm model string, e.g. 'openai/gpt-4o')")
     if spec.needs_model and language is None:
         raise ValueError(f"agent {kind!r} needs a language (one of: {', '.join(sorted(spec.languages))})")
-    opts = AgentOptions(language, model, api_base, device, budget or AgentBudget())
+    opts = AgentOptions(language, model, api_base, device, budget or AgentBudget(), dict(kin or {}))
     return spec.factory(opts)

@@ -318,7 +318,7 @@ def campaign_rounds(
         staging_root=str(Path(cfg.data_dir).resolve() / "kernels_tmp"), worker_devices=worker_devices or {},
         **limits,
     )
-    states = load_states(Path(cfg.data_dir), cfg.run_id, problems)
+    states = load_states(Path(cfg.data_dir), cfg.run_id, problems, device=device)
     if cfg.measure_baseline:
         measure_missing_baselines(cfg, store, problems, options)
     for st in states.values():

@@ -29,6 +29,7 @@ from sol_bench.models import Solution
 from sol_bench.problem import Problem, load_problem
 from solforge.agent_spec import AgentSpec
 from solforge.judge_client import JudgeOptions
+from solforge.planning.transfer import KinTable
 from solforge.store import ResultStore
 from solforge.store.campaign_queries import earlier_attempts, run_attempts
 from solforge.store.rows import candidate_id, feedback
@@ -54,17 +55,20 @@ class ProblemState:
     history: list[Any] = field(default_factory=list)  # AttemptFeedback, or futures of this run's scores
     pending: list[tuple[str, Solution]] = field(default_factory=list)  # stored but never judged
     t_b_ms: dict[str, float] = field(default_factory=dict)  # workload uuid -> measured T_b, if any
+    kin: dict[str, dict[str, float | None]] = field(default_factory=dict)  # other problems' variant latencies
 
 
 def load_states(
-    data_dir: Path, run_id: str, problems: list[Problem], earlier: int = EARLIER_ATTEMPTS
+    data_dir: Path, run_id: str, problems: list[Problem], earlier: int = EARLIER_ATTEMPTS, device: str = "cpu"
 ) -> dict[str, ProblemState]:
     """Rebuild each problem's state from the tables, so that a resumed run neither loses nor repeats work.
 
     A problem's history starts with what earlier runs in the data dir judged (at most ``earlier`` of their
     newest attempts, their best passing one last), so a new run builds on them: the offline agent's search
-    skips what was measured, an LLM starts from the best earlier source."""
-    states = {p.name: ProblemState(problem=p) for p in problems}
+    skips what was measured, an LLM starts from the best earlier source. Its ``kin`` is what any run judged
+    on ``device``'s kind of the same template variants on other problems of its size (the transfer of winners)."""
+    kin = KinTable.from_store(data_dir)
+    states = {p.name: ProblemState(problem=p, kin=kin.kin(p, device)) for p in problems}
     for name, attempts in earlier_attempts(data_dir, run_id, list(states), earlier).items():
         for e in attempts:
             solution = _stored_solution(data_dir, e.run_id, e.candidate_id)
@@ -208,7 +212,8 @@ def submit_attempts(
     for k in range(n):
         attempt = state.next_attempt + k
         cid = candidate_id(run_id, p.name, attempt)
-        c = prepare.submit(agent, str(p.path), list(state.history), options.device)
+        spec = agent.model_copy(update={"kin": state.kin}) if state.kin else agent
+        c = prepare.submit(spec, str(p.path), list(state.history), options.device)
         with gpu():
             s = judge.submit(str(p.path), c, options, run_id, cid, p.name, state.t_b_ms)
         done.append(Attempt(cid, p.name, attempt, c, s))
@@ -244,7 +249,7 @@ def _optimize_on(
     store_dir: str, run_id: str, problem_dir: str, attempts: int, agent: AgentSpec, options: JudgeOptions, name: str
 ) -> int:
     problem = load_problem(problem_dir)
-    state = load_states(Path(store_dir), run_id, [problem])[name]
+    state = load_states(Path(store_dir), run_id, [problem], device=options.device)[name]
     submitted = [submit_rejudge(run_id, state, cid, sol, options) for cid, sol in state.pending]
     submitted += submit_attempts(run_id, state, max(0, attempts - state.next_attempt), agent, options)
     return sum(r.written > 0 for r in collect(ResultStore(store_dir), run_id, submitted))

@@ -21,6 +21,11 @@ class AgentSpec(BaseModel):
     model: str | None = Field(default=None, description="litellm model name for 'llm'.")
     api_base: str | None = Field(default=None, description="OpenAI-compatible endpoint for 'llm'.")
     budget_usd: float | None = Field(default=None, description="Money the agent may spend.")
+    kin: dict[str, dict[str, float | None]] = Field(
+        default_factory=dict,
+        description="Latencies earlier runs measured of template variants on other problems of a similar size "
+        "(problem -> variant key -> ms, None where it failed), for the offline agent's transfer of winners.",
+    )
 
     def build(self, device: str) -> Agent:
         if self.kind == "reference":
@@ -40,4 +45,4 @@ class AgentSpec(BaseModel):
             return getattr(importlib.import_module(module), func)(**kwargs)
         from agents.registry import make_agent
 
-        return make_agent(self.kind, **kwargs)
+        return make_agent(self.kind, **kwargs, kin=self.kin)

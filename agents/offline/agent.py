@@ -31,6 +31,7 @@ from .compiled import CompileVariant
 from .graph import trace_ops
 from .search import Option, SearchPolicy, verdict
 from .templates import FAMILIES, build_solution
+from .transfer import Kin, priors
 from .templates.probe import Probe
 
 GPU_LANGUAGE_ORDER = ("cuda_cpp", "triton", "pytorch")
@@ -136,6 +137,7 @@ class OfflineAgent:
     precheck: bool = True  # check Inductor candidates against the eager reference before offering them
     precheck_seconds: float = 240.0  # one check's time box: compile and run on the smallest workload
     policy: SearchPolicy = field(default_factory=SearchPolicy)
+    kin: Kin = field(default_factory=dict)  # what other problems measured of these templates (``transfer.py``)
     _proposed: dict[str, list[str]] = field(default_factory=dict)
     _plans: dict[tuple[str, str], list[Planned]] = field(default_factory=dict)
     _probes: dict[str, Probe] = field(default_factory=dict)
@@ -192,7 +194,8 @@ class OfflineAgent:
         verdicts = {a.solution.name: verdict(a) for a in history}
         skipped = self._not_exported.setdefault(problem.name, {})
         rejected = self._rejected.setdefault(problem.name, {})
-        while (pick := self.policy.next(options, set(done), verdicts, set(skipped) | set(rejected))) is not None:
+        kin = priors(options, self.kin)
+        while (pick := self.policy.next(options, set(done), verdicts, set(skipped) | set(rejected), kin)) is not None:
             p = next(p for p in planned if p.name == pick.name)
             try:
                 sol = p.make()
@@ -203,7 +206,8 @@ class OfflineAgent:
                 rejected[p.name] = why
                 continue
             done.append(p.name)
-            return Candidate(solution=sol, agent=self.name, language=sol.spec.languages[0].value, notes=p.notes)
+            notes = "; ".join(n for n in (p.notes, kin.note(pick)) if n)
+            return Candidate(solution=sol, agent=self.name, language=sol.spec.languages[0].value, notes=notes)
         return None
 
     def probe_with(self, problem: Problem) -> None:

@@ -3,7 +3,8 @@
 Order: (0) while no candidate of the problem has passed, the untried floor (``Option.floor``: eager's
 numerics, a sure pass), so that a small budget still ends with a passing candidate; (1) the first variant of
 each template group not tried yet, in plan order (and any reference-derived group planned ahead of all
-templates), so every family and language is measured once before any budget goes to tuning; (2) the
+templates), so every family and language is measured once before any budget goes to tuning (with ``priors``
+from kin problems, the groups and points that won there first: ``transfer.py``); (2) the
 reference's first planned candidate after the templates (on a GPU its exported Inductor code), once: the bar
 the templates have to clear, measured before the climb, so a small budget still holds the reference's best
 bet where no template beats it; (3) untried grid neighbours (one
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..base import AttemptFeedback
+from .transfer import Priors
 
 BROKEN = frozenset({"COMPILE_ERROR", "RUNTIME_ERROR"})
 REFERENCE_PREFIX = "reference/"  # groups of candidates derived from the reference (agent.plan names them so)
@@ -88,6 +90,7 @@ class SearchPolicy:
         proposed: set[str],
         verdicts: Mapping[str, Verdict],
         unavailable: frozenset[str] | set[str] = frozenset(),
+        priors: Priors | None = None,
     ) -> Option | None:
         options = [o for o in options if o.name not in unavailable]
         judged = [(o, verdicts[o.name]) for o in options if o.name in verdicts]
@@ -114,6 +117,9 @@ class SearchPolicy:
         lead = next((i for i, o in enumerate(options) if not o.group.startswith(REFERENCE_PREFIX)), len(options))
         ahead = {o.name for o in options[:lead]}
         template = next((o for o in untried if o.name in ahead or not o.group.startswith(REFERENCE_PREFIX)), None)
+        if template is not None and priors and template.name not in ahead:
+            picked = priors.pick([o for o in untried if not o.group.startswith(REFERENCE_PREFIX)])
+            template = next(o for o in untried if picked is not None and o.name == picked.name)
         if template is not None:
             return template
         # the floor is no bar to clear: the reference's best bet after the templates is measured even after it
