@@ -23,28 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import fake_judge
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-
-NULL_JUDGE = r'''#!{python}
-import json, sys
-from pathlib import Path
-args = sys.argv[1:]
-problem = Path(args[3])
-name = json.loads((problem / "definition.json").read_text())["name"]
-sol = json.loads(Path(args[args.index("--solution") + 1]).read_text())["name"]
-k = int(sol.rsplit("_", 1)[-1]) if sol.rsplit("_", 1)[-1].isdigit() else 0
-latency = 1.0 / (1 + k)  # each attempt a little faster, so the planner never sees a plateau
-for line in (problem / "workload.jsonl").read_text().splitlines():
-    if not line.strip():
-        continue
-    w = json.loads(line)
-    ev = {{"status": "PASSED", "environment": {{"hardware": "null"}},
-          "correctness": {{"max_relative_error": 0.0, "max_absolute_error": 0.0}},
-          "performance": {{"latency_ms": latency, "reference_latency_ms": 2.0, "speedup_factor": 2.0 / latency}},
-          "t_sol_ms": 0.01}}
-    print(json.dumps({{"definition": name, "solution": sol, "workload": w, "evaluation": ev}}))
-'''
 
 
 def run_once(label: str, problem: Path, device: str, n: int, data: Path, env: dict[str, str]) -> dict:
@@ -96,9 +78,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="solforge-bench-") as tmp:
         tmp = Path(tmp)
         results.append(run_once("real", ns.problem, ns.device, ns.candidates, tmp / "real", base_env))
-        null = tmp / "null_judge"
-        null.write_text(NULL_JUDGE.format(python=sys.executable))
-        null.chmod(0o755)
+        null = fake_judge.install(tmp / "null_judge")
         results.append(run_once("null", ns.problem, ns.device, ns.candidates, tmp / "null",
                                 base_env | {"SOLFORGE_JUDGE_PYTHON": str(null), "SOLFORGE_JUDGE_SERVER": "0"}))
     lines = [

@@ -27,29 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import fake_judge
 from report_text import emit_report
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixtures" / "problems" / "rmsnorm_small"
-
-SLEEP_JUDGE = r'''#!{python}
-import json, sys, time
-from pathlib import Path
-args = sys.argv[1:]
-problem = Path(args[3])
-name = json.loads((problem / "definition.json").read_text())["name"]
-sol = json.loads(Path(args[args.index("--solution") + 1]).read_text())["name"]
-k = int(sol.rsplit("_", 1)[-1]) if sol.rsplit("_", 1)[-1].isdigit() else 0
-time.sleep({judge_s})  # the device slot is held this long
-latency = 1.0 / (1 + k)
-for line in (problem / "workload.jsonl").read_text().splitlines()[:1]:
-    w = json.loads(line)
-    ev = {{"status": "PASSED", "environment": {{"hardware": "sleep"}},
-          "correctness": {{"max_relative_error": 0.0, "max_absolute_error": 0.0}},
-          "performance": {{"latency_ms": latency, "reference_latency_ms": 2.0, "speedup_factor": 2.0 / latency}},
-          "t_sol_ms": 0.01}}
-    print(json.dumps({{"definition": name, "solution": sol, "workload": w, "evaluation": ev}}))
-'''
 
 
 def make_problems(root: Path, n: int) -> Path:
@@ -105,9 +87,7 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     work = Path(tempfile.mkdtemp(prefix="solforge-sched-"))
     problems = make_problems(work / "problems", ns.problems)
-    judge = work / "sleep_judge"
-    judge.write_text(SLEEP_JUDGE.format(python=sys.executable, judge_s=ns.judge_s))
-    judge.chmod(0o755)
+    judge = fake_judge.install(work / "sleep_judge", hold_s=ns.judge_s, first_only=True, hardware="sleep")
     env["SOLFORGE_JUDGE_PYTHON"] = str(judge)
     env["SOLFORGE_JUDGE_SERVER"] = "0"  # the fake judge speaks only the one-shot eval command
     results = []

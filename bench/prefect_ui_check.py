@@ -217,6 +217,14 @@ def settle(page) -> None:  # noqa: ANN001
     page.wait_for_timeout(1500)
 
 
+def screenshot(page, where: str, path: Path) -> Path:  # noqa: ANN001
+    """Check the page shows no UI error, let it settle, and save it to ``path``."""
+    expect_no_ui_error(page, where)
+    settle(page)
+    page.screenshot(path=path)
+    return path
+
+
 def check_ui(ui: str, info: dict, run_id: str, problem_names: list[str], out_dir: Path, browser_path: str | None) -> list[Path]:
     from playwright.sync_api import sync_playwright
 
@@ -245,10 +253,7 @@ def check_ui(ui: str, info: dict, run_id: str, problem_names: list[str], out_dir
             page.get_by_text("Subflow Runs", exact=True).last.click()
             expect_text(page, "campaign-rounds", where)
             expect_text(page, report_run["name"], where)
-            expect_no_ui_error(page, where)
-            settle(page)
-            shots.append(out_dir / "prefect_ui_flow_run.png")
-            page.screenshot(path=shots[-1])
+            shots.append(screenshot(page, where, out_dir / "prefect_ui_flow_run.png"))
             log(f"asserted {where}: {top['name']!r} Completed with subflows campaign-rounds and report")
 
             # 2. the report subflow run's Artifacts tab: the table and the markdown report
@@ -263,10 +268,7 @@ def check_ui(ui: str, info: dict, run_id: str, problem_names: list[str], out_dir
             for kind in ("TABLE", "MARKDOWN"):
                 if kind.lower() not in tab_text.lower():
                     raise CheckFailed(f"{where}: no {kind} artifact card")
-            expect_no_ui_error(page, where)
-            settle(page)
-            shots.append(out_dir / "prefect_ui_artifacts.png")
-            page.screenshot(path=shots[-1])
+            shots.append(screenshot(page, where, out_dir / "prefect_ui_artifacts.png"))
             log(f"asserted {where}: {keys['results']} (table) and {keys['report']} (markdown)")
 
             # 3. the artifacts page lists all three keys (the progress one belongs to campaign-rounds)
@@ -293,10 +295,7 @@ def check_ui(ui: str, info: dict, run_id: str, problem_names: list[str], out_dir
                 expect_text(page, text, where)
             if page.locator("table").count() < 2:
                 raise CheckFailed(f"{where}: the markdown tables are not rendered as <table> elements")
-            expect_no_ui_error(page, where)
-            settle(page)
-            shots.append(out_dir / "prefect_ui_report.png")
-            page.screenshot(path=shots[-1])
+            shots.append(screenshot(page, where, out_dir / "prefect_ui_report.png"))
             log(f"asserted {where}: title, problem rows and aggregates rendered as tables")
         except CheckFailed:
             failed = out_dir / "prefect_ui_check_failed.png"

@@ -12,12 +12,13 @@ the table shows how much host launch time and event overhead each window held.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from problem_args import problems_parser  # noqa: E402
 
 from sol_bench.baseline import CUDAGRAPH_EAGER, EAGER, BaselineConfig, measure_workload  # noqa: E402
 from sol_bench.problem import find_problems, load_problem  # noqa: E402
@@ -25,9 +26,7 @@ from sol_bench.reference import load_reference  # noqa: E402
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("problems", type=Path, nargs="+", help="problem directories or directories of problems")
-    ap.add_argument("--device", default="cuda")
+    ap = problems_parser(__doc__)
     ap.add_argument("--preroll", type=float, action="append", required=True, help="pre-roll in µs (repeatable)")
     ap.add_argument("--cupti", action="store_true", help="also time with the CUPTI device window (timer='cupti')")
     ap.add_argument("--iterations", type=int, default=30)

@@ -39,6 +39,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from problem_args import problems_parser  # noqa: E402
+
 from sol_bench.problem import find_problems  # noqa: E402
 from sol_bench.timing import TIMERS  # noqa: E402
 
@@ -181,9 +183,7 @@ def render(runs: list[Run], device: str, timer: str) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("problems", type=Path, nargs="+", help="problem directories or directories of problems")
-    ap.add_argument("--device", default="cuda")
+    ap = problems_parser(__doc__)
     ap.add_argument("--timer", choices=TIMERS, default="events")
     ap.add_argument("--runs", type=int, default=3, help="fresh compiles a problem")
     ap.add_argument("--variants", help="measure_tb.py's --variants [all]")

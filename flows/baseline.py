@@ -10,12 +10,10 @@ from prefect import flow, get_run_logger
 
 from solforge.judge_client import JudgeOptions
 from solforge.store import ResultStore, check_run_id
-from tasks.benchmark import benchmark_baseline
-from tasks.generate import describe
 from tasks.store import failure_row, store_failures
 
-from .campaign import expand_problems, load_problems, new_run_id
-from .runtime import dask_runtime, gpu
+from .campaign import expand_problems, load_problems, measure_baselines, new_run_id
+from .runtime import dask_runtime
 from .runtime import data_dir as resolve_data_dir
 
 
@@ -23,25 +21,11 @@ from .runtime import data_dir as resolve_data_dir
 def _baseline_on(run_id: str, store_dir: str, dirs: list[str], options: JudgeOptions) -> int:
     store, logger = ResultStore(store_dir), get_run_logger()
     problems, skipped = load_problems(dirs)
-    failures = [failure_row(run_id, sk.path, "load", sk.reason, path=sk.path) for sk in skipped]
     for sk in skipped:
         logger.warning(f"problem left out: {sk.reason}")
-    futures = []
-    for p in problems:
-        with gpu():
-            futures.append((p, benchmark_baseline.submit(run_id, str(p.path), store_dir, options)))
-    written = 0
-    for p, f in futures:
-        try:
-            rows = f.result()
-        except Exception as e:  # noqa: BLE001 - one problem's failure must not stop the others
-            logger.warning(f"{p.name}: baseline not measured: {describe(e)}")
-            failures.append(failure_row(run_id, p.name, "baseline", describe(e), path=str(p.path)))
-            continue
-        written += store.append("baselines", rows).written
-    if failures:
-        store_failures(store, failures)
-    return written
+    if skipped:
+        store_failures(store, [failure_row(run_id, sk.path, "load", sk.reason, path=sk.path) for sk in skipped])
+    return measure_baselines(run_id, store, problems, options)
 
 
 @flow(name="baseline")

@@ -338,25 +338,35 @@ def campaign_rounds(
             "skipped_problems": [asdict(sk) for sk in skipped], "failures": run_totals(cfg.data_dir, cfg.run_id).failures}
 
 
+def measure_baselines(run_id: str, store: ResultStore, problems: list[Problem], options: JudgeOptions) -> int:
+    """T_b of each problem, measured on a GPU worker and stored in ``baselines``; a problem whose baseline cannot
+    be measured becomes a failure row, and the others are measured all the same. Returns the rows written."""
+    futures = []
+    for p in problems:
+        with gpu():
+            futures.append((p, benchmark_baseline.submit(run_id, str(p.path), str(store.data_dir), options)))
+    written, failures = 0, []
+    for p, f in futures:
+        try:
+            rows = f.result()
+        except Exception as e:  # noqa: BLE001 - one problem's baseline must not stop the others
+            reason = describe(e)
+            get_run_logger().warning(f"{p.name}: baseline not measured: {reason}")
+            failures.append(failure_row(run_id, p.name, "baseline", reason, path=str(p.path)))
+            continue
+        written += store.append("baselines", rows).written
+    if failures:
+        store_failures(store, failures)
+    return written
+
+
 def measure_missing_baselines(
     cfg: CampaignConfig, store: ResultStore, problems: list[Problem], options: JudgeOptions
 ) -> None:
     """T_b of the problems that lack one on this device; one that cannot be measured becomes a failure row
     (its attempts are scored against eager)."""
     missing = [p for p in problems if not baseline_times(cfg.data_dir, p.name, options.device)]
-    futures = []
-    for p in missing:
-        with gpu():
-            futures.append((p, benchmark_baseline.submit(cfg.run_id, str(p.path), cfg.data_dir, options)))
-    for p, f in futures:
-        try:
-            rows = f.result()
-        except Exception as e:  # noqa: BLE001 - one problem's baseline must not end the run
-            reason = describe(e)
-            get_run_logger().warning(f"{p.name}: baseline not measured: {reason}")
-            store_failures(store, [failure_row(cfg.run_id, p.name, "baseline", reason, path=str(p.path))])
-            continue
-        store.append("baselines", rows)
+    measure_baselines(cfg.run_id, store, missing, options)
 
 
 @flow(name="campaign")

@@ -30,14 +30,15 @@ from sol_bench.problem import Problem, load_problem
 from solforge.agent_spec import AgentSpec
 from solforge.judge_client import JudgeOptions
 from solforge.planning.transfer import KinTable
-from solforge.store import ResultStore
+from solforge.store import ResultStore, WriteResult
 from solforge.store.campaign_queries import earlier_attempts, run_attempts
+from solforge.store.report_queries import solution_file
 from solforge.store.rows import candidate_id, feedback
 from tasks.common import Compiled, Generated, Prepared, Scored
 from tasks.compile import compile_candidate
 from tasks.generate import describe, failed, generate
 from tasks.score import score
-from tasks.store import Stored, failure_row, solution_path, store_candidate, store_failures, store_traces
+from tasks.store import failure_row, store_candidate, store_failures, store_traces
 from tasks.verify import verify
 
 from .runtime import data_dir as resolve_data_dir
@@ -85,7 +86,7 @@ def load_states(
         st.next_attempt = max(st.next_attempt, c["attempt"] + 1)
         solution = _stored_solution(data_dir, run_id, c["candidate_id"])
         if solution is None:
-            raise FileNotFoundError(f"{solution_path(data_dir, run_id, c['candidate_id'])}: the candidate row "
+            raise FileNotFoundError(f"{solution_file(data_dir, run_id, c['candidate_id'])}: the candidate row "
                                     "has no solution file")  # fmt: skip
         rows = stored.traces.get(c["candidate_id"])
         if rows:
@@ -96,7 +97,7 @@ def load_states(
 
 
 def _stored_solution(data_dir: Path, run_id: str, candidate_id: str) -> Solution | None:
-    path = solution_path(data_dir, run_id, candidate_id)
+    path = solution_file(data_dir, run_id, candidate_id)
     return Solution.model_validate_json(path.read_text()) if path.exists() else None
 
 
@@ -153,7 +154,7 @@ def store_prepared(store: ResultStore, run_id: str, a: Attempt) -> Generated:
     return generated
 
 
-def store_verdict(store: ResultStore, run_id: str, a: Attempt) -> Stored | None:
+def store_verdict(store: ResultStore, run_id: str, a: Attempt) -> WriteResult | None:
     """Store an attempt's traces; a judge that failed (after its retry) becomes a failure row, and None."""
     try:
         scored = a.judged.result()
@@ -167,9 +168,9 @@ def store_verdict(store: ResultStore, run_id: str, a: Attempt) -> Stored | None:
     return store_traces(store, scored)
 
 
-def collect(store: ResultStore, run_id: str, attempts: list[Attempt]) -> Iterator[Stored]:
+def collect(store: ResultStore, run_id: str, attempts: list[Attempt]) -> Iterator[WriteResult]:
     """Store each attempt's candidate (or failure) when its ``prepare`` is done and its traces when its
-    ``judge`` is; yields the traces' Stored, in the order the verdicts arrive. A candidate row is always
+    ``judge`` is; yields the traces' WriteResult, in the order the verdicts arrive. A candidate row is always
     stored before its traces, so a resumed run finds every judged candidate."""
     by_id: dict[Any, tuple[Attempt, bool]] = {}
     for a in attempts:

@@ -5,18 +5,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from . import dtypes
-from .errors import DefinitionError, SolutionError, WorkloadError
+from .errors import DefinitionError, InputError, SolutionError, WorkloadError
 from .models import Definition, Solution, Workload
 
 DEFINITION_FILE = "definition.json"
 WORKLOAD_FILE = "workload.jsonl"
-
-
 WORKLOAD_PICKS = ("smallest", "spread")  # how a bench run chooses N workloads per problem
 
 
@@ -100,13 +98,20 @@ def _read_json(path: Path, exc: type) -> object:
         raise exc(f"malformed JSON (line {e.lineno}, column {e.colno}): {e.msg}", file=str(path)) from None
 
 
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def _validate(model: type[_Model], data: object, exc: type[InputError], where: str) -> _Model:
+    """``data`` as a ``model``; a validation error becomes ``exc`` naming ``where`` and the first bad field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise exc(_message(e), file=where, field=_field(e)) from None
+
+
 def load_definition(path: Path) -> Definition:
     path = Path(path)
-    data = _read_json(path, DefinitionError)
-    try:
-        return Definition.model_validate(data)
-    except ValidationError as e:
-        raise DefinitionError(_message(e), file=str(path), field=_field(e)) from None
+    return _validate(Definition, _read_json(path, DefinitionError), DefinitionError, str(path))
 
 
 def load_workloads(path: Path, definition: Definition) -> tuple[Workload, ...]:
@@ -125,10 +130,7 @@ def load_workloads(path: Path, definition: Definition) -> tuple[Workload, ...]:
             data = json.loads(line)
         except json.JSONDecodeError as e:
             raise WorkloadError(f"malformed JSON: {e.msg}", file=where) from None
-        try:
-            w = Workload.model_validate(data)
-        except ValidationError as e:
-            raise WorkloadError(_message(e), file=where, field=_field(e)) from None
+        w = _validate(Workload, data, WorkloadError, where)
         if w.uuid in seen:
             raise WorkloadError(f"duplicate uuid {w.uuid!r}", file=where, field="uuid")
         seen.add(w.uuid)
@@ -195,8 +197,4 @@ def find_problems(root: Path) -> list[Path]:
 
 def load_solution(path: Path) -> Solution:
     path = Path(path)
-    data = _read_json(path, SolutionError)
-    try:
-        return Solution.model_validate(data)
-    except ValidationError as e:
-        raise SolutionError(_message(e), file=str(path), field=_field(e)) from None
+    return _validate(Solution, _read_json(path, SolutionError), SolutionError, str(path))

@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import uuid
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from solforge.store import ResultStore
+from solforge.store import ResultStore, WriteResult
+from solforge.store.files import atomic_text
+from solforge.store.report_queries import solution_file
 from solforge.store.rows import candidate_row
 
 from .common import Failure, Generated, Scored, transient
-
-
-@dataclass(frozen=True)
-class Stored:
-    table: str
-    written: int
-    skipped: int
-    rejected: str | None = None
-
-
-def solution_path(data_dir: str | Path, run_id: str, candidate_id: str) -> Path:
-    return Path(data_dir) / "solutions" / f"run_id={run_id}" / f"{candidate_id}.json"
 
 
 def _store(data_dir: str | ResultStore) -> ResultStore:
@@ -34,35 +20,31 @@ def _store(data_dir: str | ResultStore) -> ResultStore:
     return data_dir if isinstance(data_dir, ResultStore) else ResultStore(data_dir)
 
 
-def _write(store: ResultStore, table: str, rows: list[dict[str, Any]]) -> Stored:
-    r = store.append(table, rows)
-    return Stored(table=table, written=r.written, skipped=r.skipped, rejected=str(r.rejected) if r.rejected else None)
+def _write(store: ResultStore, table: str, rows: list[dict[str, Any]]) -> WriteResult:
+    return store.append(table, rows)
 
 
 @task(name="store", retries=2, retry_delay_seconds=1, retry_condition_fn=transient, cache_policy=NO_CACHE)
-def store_rows(data_dir: str, table: str, rows: list[dict[str, Any]]) -> Stored:
+def store_rows(data_dir: str, table: str, rows: list[dict[str, Any]]) -> WriteResult:
     return _write(ResultStore(data_dir), table, rows)
 
 
 @task(name="store-candidate", retries=2, retry_delay_seconds=1, retry_condition_fn=transient, cache_policy=NO_CACHE)
 def store_candidate(
     data_dir: str | ResultStore, run_id: str, candidate_id: str, problem: str, attempt: int, generated: Generated
-) -> Stored | None:
+) -> WriteResult | None:
     """The solution file first, then its row: a row always has its solution on disk."""
     if generated.candidate is None:
         return None
     store = _store(data_dir)
-    path = solution_path(store.data_dir, run_id, candidate_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    tmp.write_text(generated.candidate.solution.model_dump_json())
-    os.replace(tmp, path)
+    path = solution_file(store.data_dir, run_id, candidate_id)
+    atomic_text(generated.candidate.solution.model_dump_json(), path)
     row = candidate_row(run_id, candidate_id, problem, attempt, generated.candidate, generated.seconds)
     return _write(store, "candidates", [row])
 
 
 @task(name="store-traces", retries=2, retry_delay_seconds=1, retry_condition_fn=transient, cache_policy=NO_CACHE)
-def store_traces(data_dir: str | ResultStore, scored: Scored) -> Stored:
+def store_traces(data_dir: str | ResultStore, scored: Scored) -> WriteResult:
     return _write(_store(data_dir), "traces", scored.rows)
 
 
@@ -80,6 +62,6 @@ def failure_row(
     return row
 
 
-def store_failures(data_dir: str | ResultStore, rows: list[dict[str, Any]]) -> Stored:
+def store_failures(data_dir: str | ResultStore, rows: list[dict[str, Any]]) -> WriteResult:
     """Plain function, not a task: a failure is stored from the flow process as it is seen."""
     return _write(_store(data_dir), "failures", rows)

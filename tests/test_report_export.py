@@ -110,9 +110,15 @@ def test_winner_is_the_best_passing_candidate_over_the_runs_asked_for(data):
 
 
 def test_solution_file_is_where_the_campaign_stores_solutions(tmp_path):
-    from tasks.store import solution_path
+    from agents.base import Candidate
+    from sol_bench.models import Solution
+    from tasks.common import Generated
+    from tasks.store import store_candidate
 
-    assert rq.solution_file(tmp_path, "r", "c1") == solution_path(tmp_path, "r", "c1")
+    solution = Solution.model_validate(HONEST)
+    generated = Generated(candidate=Candidate(solution=solution, agent="offline", language="pytorch"), seconds=0.1)
+    assert store_candidate.fn(str(tmp_path), "r", "c1", "rmsnorm_small", 0, generated).written == 1
+    assert Solution.model_validate_json(rq.solution_file(tmp_path, "r", "c1").read_text()) == solution
 
 
 class _Page(HTMLParser):

@@ -66,18 +66,17 @@ def test_exhausted_problems_get_nothing():
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_campaign_keeps_two_device_slots_busy_and_each_attempt_sees_its_problems_feedback(tmp_path):
+def test_campaign_keeps_two_device_slots_busy_and_each_attempt_sees_its_problems_feedback(tmp_path, monkeypatch):
     """The real campaign on 2 CPU device workers with a judge that sleeps: judgements overlap, and
     attempt k of a problem was proposed with the k verdicts before it (the reference agent names it so)."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))  # the bench scripts import their helpers from there
     spec = importlib.util.spec_from_file_location("bench_scheduling", REPO / "bench" / "bench_scheduling.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     problems = bench.make_problems(tmp_path / "problems", 3)
-    judge = tmp_path / "sleep_judge"
     # 3 s per judgement: on a loaded 2-core CI box the two slots' judgements were seen staggered by up to
     # 1.5 s (one CI run saw overlaps of 0.45 s and less with 1.5 s judgements)
-    judge.write_text(bench.SLEEP_JUDGE.format(python=sys.executable, judge_s=3.0))
-    judge.chmod(0o755)
+    judge = bench.fake_judge.install(tmp_path / "sleep_judge", hold_s=3.0, first_only=True)
     data = tmp_path / "data"
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env |= {"SOLFORGE_JUDGE_PYTHON": str(judge), "SOLFORGE_JUDGE_SERVER": "0"}  # a one-shot fake judge

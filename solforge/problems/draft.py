@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 _UUID_NAMESPACE = uuid.UUID("6f1c3d2a-6b47-4b8e-9d0e-5f0a7c2e9b11")
+_CONTENT_FIELDS = ("name", "level", "category", "op_type", "axes", "inputs", "outputs", "reference",
+                   "custom_inputs_entrypoint", "constraints", "workloads")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -22,13 +24,7 @@ class Source:
     config: tuple[tuple[str, Any], ...]
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "arch": self.arch,
-            "model": self.model,
-            "family": self.family,
-            "module": self.module,
-            "config": dict(self.config),
-        }
+        return {**asdict(self), "config": dict(self.config)}
 
 
 @dataclass(frozen=True)
@@ -52,19 +48,8 @@ class ProblemDraft:
 
     def content(self) -> dict[str, Any]:
         """What makes two problems the same problem (provenance excluded)."""
-        return {
-            "name": self.name,
-            "level": self.level,
-            "category": self.category,
-            "op_type": self.op_type,
-            "axes": self.axes,
-            "inputs": self.inputs,
-            "outputs": self.outputs,
-            "reference": self.reference,
-            "custom_inputs_entrypoint": self.custom_inputs_entrypoint,
-            "constraints": list(self.constraints),
-            "workloads": list(self.workloads),
-        }
+        values = {k: getattr(self, k) for k in _CONTENT_FIELDS}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
     def content_key(self) -> str:
         blob = json.dumps(self.content(), sort_keys=True, separators=(",", ":"))

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
+from .atomic import replacing_dir
 from .catalog import get_architecture
 from .draft import ProblemDraft, Source
 from .plans import PLANNERS
@@ -123,28 +121,15 @@ def problem_path(out_dir: Path, draft: ProblemDraft) -> Path:
 def write_problem(draft: ProblemDraft, out_dir: Path, overwrite: bool = False) -> Path:
     """Write one problem directory atomically; an identical problem already there gains the new sources."""
     target = problem_path(out_dir, draft)
-    target.parent.mkdir(parents=True, exist_ok=True)
     if (target / "definition.json").is_file():
         if _same_problem(target, draft):
             old = json.loads((target / "definition.json").read_text())
             draft = draft.with_sources(_sources_from_json(old))
         elif not overwrite:
             raise ExtractError(f"{target} holds a different problem of the same name (use overwrite to replace)")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{draft.name}.", dir=target.parent))
-    try:
+    with replacing_dir(target) as tmp:
         (tmp / "definition.json").write_text(json.dumps(draft.definition_json(), indent=2) + "\n")
         (tmp / "workload.jsonl").write_text("\n".join(draft.workload_lines()) + "\n")
-        os.chmod(tmp, 0o755)
-        if target.exists():
-            trash = Path(tempfile.mkdtemp(prefix=f".{draft.name}.old.", dir=target.parent))
-            os.replace(target, trash / "old")
-            os.replace(tmp, target)
-            shutil.rmtree(trash)
-        else:
-            os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return target
 
 

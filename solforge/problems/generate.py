@@ -9,10 +9,8 @@ manifest says how many were dropped and why. Same seed and count: byte-identical
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from random import Random
@@ -21,6 +19,7 @@ from typing import Any
 from sol_bench import dtypes
 from sol_bench.models import Definition
 
+from .atomic import replacing_dir
 from .draft import ProblemDraft, workload_uuid
 from .sampling import FAMILIES, Sample
 
@@ -160,16 +159,9 @@ def definition_json(draft: ProblemDraft, sample: Sample, seed: int) -> dict[str,
 def _write_problem(root: Path, draft: ProblemDraft, sample: Sample, seed: int) -> Path:
     """definition.json + workload.jsonl under root/<category>/<name>, written in a temp dir then renamed."""
     target = root / draft.category / draft.name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{draft.name}.", dir=target.parent))
-    try:
+    with replacing_dir(target) as tmp:
         (tmp / "definition.json").write_text(json.dumps(definition_json(draft, sample, seed), indent=2) + "\n")
         (tmp / "workload.jsonl").write_text("\n".join(draft.workload_lines()) + "\n")
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return target
 
 
@@ -271,20 +263,7 @@ def generate(out_dir: Path, config: GenerateConfig, overwrite: bool = False) -> 
     out_dir = Path(out_dir)
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())) and not overwrite:
         raise GenerateError(f"{out_dir} exists and is not empty (use overwrite to replace it)")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with replacing_dir(out_dir) as tmp:
         manifest = generate_into(tmp, config)
         (tmp / "manifest.json").write_text(json.dumps(manifest.as_json(), indent=2) + "\n")
-        os.chmod(tmp, 0o755)
-        if out_dir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
-            os.replace(out_dir, old / "set")
-            os.replace(tmp, out_dir)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return manifest

@@ -25,8 +25,8 @@ def solution_file(data_dir: Path | str, run_id: str, candidate_id: str) -> Path:
 
 
 @dataclass(frozen=True)
-class CandidateResult:
-    """One judged or unjudged attempt. ``gpu_s`` is the judge's wall time over its workloads."""
+class CandidateOrigin:
+    """Which candidate: its run, problem and attempt, who wrote it, and the problem's kind and directory."""
 
     run_id: str
     problem: str
@@ -37,6 +37,12 @@ class CandidateResult:
     model: str | None
     op_type: str | None
     problem_path: str | None
+
+
+@dataclass(frozen=True)
+class CandidateResult(CandidateOrigin):
+    """One judged or unjudged attempt. ``gpu_s`` is the judge's wall time over its workloads."""
+
     cost_usd: float
     tokens_in: int
     tokens_out: int
@@ -51,18 +57,9 @@ class CandidateResult:
 
 
 @dataclass(frozen=True)
-class Winner:
+class Winner(CandidateOrigin):
     """The best passing candidate of one problem; ``problem_path`` is None when no run recorded it."""
 
-    run_id: str
-    problem: str
-    candidate_id: str
-    attempt: int
-    agent: str
-    language: str
-    model: str | None
-    op_type: str | None
-    problem_path: str | None
     workloads: int
     sol_score: float | None
     speedup: float | None

@@ -47,6 +47,8 @@ _PREFETCH_ASM = 'tl.inline_asm_elementwise("cp.async.bulk.prefetch.L2.global [$1
                 "[rows, nbytes], dtype=tl.int32, is_pure=False, pack=1)"
 
 KERNEL = kernel_source("mlp_fused.py")
+# The up projection's tile, shared by the fused and the overlapping file (placeholder ``{act}``).
+UP_TILE = kernel_source("mlp_up_tile.py")
 
 # How many CTAs of a compiled kernel one SM holds at once: its shared memory (plus the 1 KiB the driver
 # reserves per CTA), registers and warps against the SM's.
@@ -88,7 +90,8 @@ def render_fused(problem: Problem, b: Binding, p: Mapping[str, Any], act_expr: s
     x, w1, w2, b1, b2 = r["x"], r["w1"], r["w2"], r.get("b1"), r.get("b2")
     bm, bn1, bk1, bn2, bk2 = (int(p[k]) for k in ("bm", "bn", "bk", "down_bn", "down_bk"))
     split, tma, prefetch = int(p["split"]), bool(p.get("tma")), bool(p.get("prefetch"))
-    kernel = KERNEL.replace("{act}", act_expr or "v").replace("{prefetch}", _PREFETCH_ASM if prefetch else "pass")
+    kernel = f"{UP_TILE}\n{KERNEL}".replace("{act}", act_expr or "v")
+    kernel = kernel.replace("{prefetch}", _PREFETCH_ASM if prefetch else "pass")
     return f"""import torch
 import triton
 import triton.language as tl

@@ -36,9 +36,9 @@ from sol_bench.problem import Problem
 
 from .base import TRITON_ARRIVAL_COUNTERS, TRITON_GDC_READY, Binding, kernel_source
 from .triton_gemm import FIT_TILES, TMA_DESCRIPTORS
-from .mlp_fused import run_prologue, tile_plan
+from .mlp_fused import UP_TILE, run_prologue, tile_plan
 
-KERNELS = kernel_source("mlp_overlap.py")
+KERNELS = UP_TILE + "\n" + kernel_source("mlp_overlap.py")
 
 
 def render_overlap(problem: Problem, b: Binding, p: Mapping[str, Any], act_expr: str | None) -> str:

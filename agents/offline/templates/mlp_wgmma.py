@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from sol_bench.problem import Problem
 
-from .base import Binding, cuda_module, kernel_source
+from .base import CUDA_CLUSTERS, Binding, cuda_module, kernel_source
 from .elementwise import ACTS as ELEMENTWISE_ACTS
 
 CUDA_ACTS: dict[str, str] = {name: exprs[2] for name, exprs in ELEMENTWISE_ACTS.items()} | {"relu": "fmaxf(v, 0.f)"}
@@ -166,7 +166,7 @@ def render_cuda_wgmma(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dic
     launch_ws<{down_args}>(map_w2, map_h, {"&map_out" if out_maps else "nullptr"}, M, N, static_cast<int>(H / 64), {split}, {"&bias2" if b2 else "nullptr"}, c, nullptr, stream);
   }};
   {"if (graphed) run_and_record(std::move(key), h, stream, enqueue); else enqueue(stream);" if graph else "enqueue(stream);"}"""
-    return cuda_module(problem, kernels_source(b, {t_up, t_down}), body)
+    return cuda_module(problem, CUDA_CLUSTERS + kernels_source(b, {t_up, t_down}), body)
 
 
 WGMMA_GRID = {"tokens": (72, 104, 128), "down_tokens": (200, 104), "stages": (6, 12), "down_stages": (6, 4),

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .common import (
-    SHORT, VAR, const, custom_inputs, draft, random_inputs, source, tensor, tolerance, workloads,
-)  # fmt: skip
+from typing import Any
+
+from .common import SHORT, VAR, const, problem, source, tensor, tolerance
 
 _DECODE = '''
 import torch
@@ -52,6 +52,13 @@ def causal_self_attention(h, positions, wq, bq, wk, bk, wv, bv, wo):
     return o.transpose(0, 1).reshape(s, Q_HEADS * HEAD_DIM) @ wo.t()
 '''
 
+# The end of a causal block's make_inputs: q/k/v biases when its projections have them.
+QKV_BIAS_INIT = '''    if $BIAS:
+        for name, n in (("bq", qd), ("bk", kvd), ("bv", kvd)):
+            out[name] = (torch.randn(n, device=device) * 0.1).to($DTYPE)
+    return out
+'''
+
 _CAUSAL_BLOCK = '''
 import torch
 import torch.nn.functional as F
@@ -73,11 +80,7 @@ def make_inputs(axes, device):
     out = {"x": torch.randn(s, h, device=device).to($DTYPE),
            "positions": torch.arange(s, device=device, dtype=torch.int64),
            "wq": weight(qd, h), "wk": weight(kvd, h), "wv": weight(kvd, h), "wo": weight(h, qd)}
-    if $BIAS:
-        for name, n in (("bq", qd), ("bk", kvd), ("bv", kvd)):
-            out[name] = (torch.randn(n, device=device) * 0.1).to($DTYPE)
-    return out
-'''
+''' + QKV_BIAS_INIT
 
 _ENCODER_BLOCK = '''
 import torch
@@ -107,11 +110,28 @@ def make_inputs(axes, device):
 '''
 
 
+def qkv_projections(dtype: str, bias: bool) -> dict[str, dict[str, Any]]:
+    """The q, k and v projection weights of a causal block, each followed by its bias when it has one."""
+    out = {}
+    for weight, b, rows in (("wq", "bq", "QD"), ("wk", "bk", "KVD"), ("wv", "bv", "KVD")):
+        out[weight] = tensor([rows, "H"], dtype)
+        if bias:
+            out[b] = tensor([rows], dtype)
+    return out
+
+
+def causal_fragments(inputs: dict[str, Any], bias: bool, dtype: str) -> dict[str, str]:
+    """The code fragments a causal block's reference template takes: arguments, helpers, q/k/v biases, dtype."""
+    biases = {f"B{p}": f"b{p.lower()}" if bias else "None" for p in "QKV"}
+    return {"ARGS": ", ".join(inputs), "ROPE_HELPER": ROPE_HELPER, "ATTENTION_HELPER": ATTENTION_HELPER, **biases,
+            "DTYPE": f"torch.{dtype}"}
+
+
 def decode_attention(*, q_heads: int, kv_heads: int, head_dim: int, dtype: str,
                      sizes: tuple[tuple[int, int], ...]):  # fmt: skip
     name = f"decode_attention_q{q_heads}_kv{kv_heads}_d{head_dim}_{SHORT[dtype]}"
-    return draft(
-        name=name, level="L1", category="L1", op_type="attention",
+    return problem(
+        name=name, level="L1", op_type="attention",
         summary=f"Decode-step attention: one new query per sequence over a KV cache of L tokens, {q_heads} query "
         f"heads sharing {kv_heads} KV heads of size {head_dim} (GQA), {dtype}.",
         axes={"B": VAR, "L": VAR, "HQ": const(q_heads), "HKV": const(kv_heads), "D": const(head_dim)},
@@ -119,8 +139,7 @@ def decode_attention(*, q_heads: int, kv_heads: int, head_dim: int, dtype: str,
                 "v_cache": tensor(["B", "HKV", "L", "D"], dtype)},
         outputs={"out": tensor(["B", "HQ", "D"], dtype)},
         reference=_DECODE.lstrip("\n"),
-        workloads=workloads(name, ({"B": b, "L": n} for b, n in sizes), random_inputs(["q", "k_cache", "v_cache"]),
-                            tolerance(dtype, "block")),
+        sizes=({"B": b, "L": n} for b, n in sizes), tol=tolerance(dtype, "block"),
         tags=("attention", "decode", "forward"),
     )  # fmt: skip
 
@@ -129,19 +148,10 @@ def causal_attention_block(*, hidden: int, q_heads: int, kv_heads: int, head_dim
                            dtype: str, sizes: tuple[int, ...]):  # fmt: skip
     name = (f"attention_block_h{hidden}_q{q_heads}_kv{kv_heads}_d{head_dim}_theta{int(theta)}"
             f"{'_qkvbias' if bias else ''}_{SHORT[dtype]}")  # fmt: skip
-    inputs = {"x": tensor(["S", "H"], dtype), "positions": tensor(["S"], "int64"),
-              "wq": tensor(["QD", "H"], dtype)}
-    if bias:
-        inputs["bq"] = tensor(["QD"], dtype)
-    inputs["wk"] = tensor(["KVD", "H"], dtype)
-    if bias:
-        inputs["bk"] = tensor(["KVD"], dtype)
-    inputs["wv"] = tensor(["KVD", "H"], dtype)
-    if bias:
-        inputs["bv"] = tensor(["KVD"], dtype)
-    inputs["wo"] = tensor(["H", "QD"], dtype)
-    return draft(
-        name=name, level="L2", category="L2", op_type="attention_block",
+    inputs = {"x": tensor(["S", "H"], dtype), "positions": tensor(["S"], "int64"), **qkv_projections(dtype, bias),
+              "wo": tensor(["H", "QD"], dtype)}
+    return problem(
+        name=name, level="L2", op_type="attention_block",
         summary=f"Self-attention block of a decoder for one prefill sequence of S tokens: q/k/v projections"
         f"{' with bias' if bias else ''}, rotary embedding (theta {theta:g}), causal SDPA with {q_heads} query heads "
         f"over {kv_heads} KV heads of {head_dim} (GQA), output projection; {dtype}, weights as inputs.",
@@ -150,13 +160,10 @@ def causal_attention_block(*, hidden: int, q_heads: int, kv_heads: int, head_dim
         outputs={"out": tensor(["S", "H"], dtype)},
         reference=source(
             _CAUSAL_BLOCK,
-            raw={"ARGS": ", ".join(inputs), "ROPE_HELPER": ROPE_HELPER, "ATTENTION_HELPER": ATTENTION_HELPER,
-                 "BQ": "bq" if bias else "None", "BK": "bk" if bias else "None", "BV": "bv" if bias else "None",
-                 "DTYPE": f"torch.{dtype}"},
+            raw=causal_fragments(inputs, bias, dtype),
             Q_HEADS=q_heads, KV_HEADS=kv_heads, HEAD_DIM=head_dim, THETA=float(theta), BIAS=bias,
         ),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, ({"S": s} for s in sizes), custom_inputs(inputs), tolerance(dtype, "block")),
+        sizes=({"S": s} for s in sizes), tol=tolerance(dtype, "block"),
         tags=("attention", "causal", "gqa", "forward"),
     )  # fmt: skip
 
@@ -174,8 +181,8 @@ def encoder_attention_block(*, hidden: int, heads: int, seq: int, k_bias: bool, 
         raw={"ARGS": ", ".join(inputs), "DTYPE": f"torch.{dtype}", "K_BIAS_ADD": " + bk" if k_bias else ""},
         HEADS=heads, BIASES=tuple(n for n in inputs if n.startswith("b")),
     )
-    return draft(
-        name=name, level="L2", category="L2", op_type="attention_block",
+    return problem(
+        name=name, level="L2", op_type="attention_block",
         summary=f"Bidirectional self-attention module of an encoder over {seq} tokens: q/k/v projections"
         f"{'' if k_bias else ' (no bias on k)'}, SDPA with {heads} heads of {hidden // heads}, output projection; "
         f"{dtype}, weights as inputs.",
@@ -183,7 +190,6 @@ def encoder_attention_block(*, hidden: int, heads: int, seq: int, k_bias: bool, 
         inputs=inputs,
         outputs={"out": tensor(["B", "N", "D"], dtype)},
         reference=ref,
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, ({"B": b} for b in batches), custom_inputs(inputs), tolerance(dtype, "block")),
+        sizes=({"B": b} for b in batches), tol=tolerance(dtype, "block"),
         tags=("attention", "forward"),
     )  # fmt: skip

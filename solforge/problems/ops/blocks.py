@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from .attention import ATTENTION_HELPER, ROPE_HELPER
+from .attention import QKV_BIAS_INIT, causal_fragments, qkv_projections
 from .common import (
-    SHORT, VAR, Rows, const, custom_inputs, draft, eps_tag, expr, init_source, kinds_by_prefix, source, tensor,
-    tolerance, workloads,
+    SHORT, VAR, Rows, const, eps_tag, expr, init_source, kinds_by_prefix, problem, source, tensor, tolerance,
 )  # fmt: skip
 from .elementwise import GELU
 
@@ -64,11 +63,7 @@ def make_inputs(axes, device):
            "wq": weight(qd, h), "wk": weight(kvd, h), "wv": weight(kvd, h), "wo": weight(h, qd),
            "mlp_norm": (1.0 + 0.1 * torch.randn(h, device=device)).to($DTYPE),
            "w_gate": weight(i, h), "w_up": weight(i, h), "w_down": weight(h, i)}
-    if $BIAS:
-        for name, n in (("bq", qd), ("bk", kvd), ("bv", kvd)):
-            out[name] = (torch.randn(n, device=device) * 0.1).to($DTYPE)
-    return out
-'''
+''' + QKV_BIAS_INIT
 
 _DIT_BLOCK = '''
 import torch
@@ -183,16 +178,15 @@ def gated_mlp(*, hidden: int, intermediate: int, act: str, dtype: str, rows: Row
     name = f"mlp_{label}_h{hidden}_i{intermediate}{rows.tag}_{SHORT[dtype]}"
     inputs = {"x": tensor([*rows.names, "H"], dtype), "w_gate": tensor(["I", "H"], dtype),
               "w_up": tensor(["I", "H"], dtype), "w_down": tensor(["H", "I"], dtype)}
-    return draft(
-        name=name, level="L2", category="L2", op_type="mlp",
+    return problem(
+        name=name, level="L2", op_type="mlp",
         summary=f"Gated MLP block ({label}): down(act(gate(x)) * up(x)), {hidden} -> {intermediate} -> {hidden}, "
         f"{dtype}, weights as inputs.",
         axes={**rows.axis_defs, "H": const(hidden), "I": const(intermediate)},
         inputs=inputs,
         outputs={"y": tensor([*rows.names, "H"], dtype)},
         reference=_with_init(source(_GATED_MLP, raw={"ACT": GELU[act]}), inputs, dtype),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, rows.sizes, custom_inputs(inputs), tolerance(dtype, "block")),
+        sizes=rows.sizes, tol=tolerance(dtype, "block"),
         tags=("mlp", "gemm", "forward"),
     )  # fmt: skip
 
@@ -201,16 +195,15 @@ def gelu_mlp(*, in_features: int, hidden: int, out_features: int, act: str, dtyp
     name = f"mlp_gelu_{act}_k{in_features}_i{hidden}_n{out_features}{rows.tag}_{SHORT[dtype]}"
     inputs = {"x": tensor([*rows.names, "K"], dtype), "w1": tensor(["I", "K"], dtype), "b1": tensor(["I"], dtype),
               "w2": tensor(["NO", "I"], dtype), "b2": tensor(["NO"], dtype)}
-    return draft(
-        name=name, level="L2", category="L2", op_type="mlp",
+    return problem(
+        name=name, level="L2", op_type="mlp",
         summary=f"MLP block: fc2(gelu_{act}(fc1(x))) with biases, {in_features} -> {hidden} -> {out_features}, "
         f"{dtype}, weights as inputs.",
         axes={**rows.axis_defs, "K": const(in_features), "I": const(hidden), "NO": const(out_features)},
         inputs=inputs,
         outputs={"y": tensor([*rows.names, "NO"], dtype)},
         reference=_with_init(source(_GELU_MLP, raw={"ACT": GELU[act]}), inputs, dtype),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, rows.sizes, custom_inputs(inputs), tolerance(dtype, "block")),
+        sizes=rows.sizes, tol=tolerance(dtype, "block"),
         tags=("mlp", "gemm", "forward"),
     )  # fmt: skip
 
@@ -220,19 +213,10 @@ def decoder_layer(*, hidden: int, q_heads: int, kv_heads: int, head_dim: int, in
     name = (f"decoder_layer_h{hidden}_q{q_heads}_kv{kv_heads}_d{head_dim}_i{intermediate}_theta{int(theta)}"
             f"_{eps_tag(eps)}{'_qkvbias' if bias else ''}_{SHORT[dtype]}")  # fmt: skip
     inputs = {"x": tensor(["S", "H"], dtype), "positions": tensor(["S"], "int64"), "attn_norm": tensor(["H"], dtype),
-              "wq": tensor(["QD", "H"], dtype)}
-    if bias:
-        inputs["bq"] = tensor(["QD"], dtype)
-    inputs["wk"] = tensor(["KVD", "H"], dtype)
-    if bias:
-        inputs["bk"] = tensor(["KVD"], dtype)
-    inputs["wv"] = tensor(["KVD", "H"], dtype)
-    if bias:
-        inputs["bv"] = tensor(["KVD"], dtype)
-    inputs |= {"wo": tensor(["H", "QD"], dtype), "mlp_norm": tensor(["H"], dtype), "w_gate": tensor(["I", "H"], dtype),
-               "w_up": tensor(["I", "H"], dtype), "w_down": tensor(["H", "I"], dtype)}
-    return draft(
-        name=name, level="L2", category="L2", op_type="decoder_layer",
+              **qkv_projections(dtype, bias), "wo": tensor(["H", "QD"], dtype), "mlp_norm": tensor(["H"], dtype),
+              "w_gate": tensor(["I", "H"], dtype), "w_up": tensor(["I", "H"], dtype), "w_down": tensor(["H", "I"], dtype)}
+    return problem(
+        name=name, level="L2", op_type="decoder_layer",
         summary=f"A whole pre-norm decoder layer for one prefill sequence: RMSNorm (eps {eps}), causal GQA "
         f"attention ({q_heads} query / {kv_heads} KV heads of {head_dim}, rotary theta {theta:g}"
         f"{', q/k/v bias' if bias else ''}), residual, RMSNorm, SwiGLU MLP {hidden} -> {intermediate}, residual; "
@@ -243,13 +227,10 @@ def decoder_layer(*, hidden: int, q_heads: int, kv_heads: int, head_dim: int, in
         outputs={"y": tensor(["S", "H"], dtype)},
         reference=source(
             _DECODER_LAYER,
-            raw={"ARGS": ", ".join(inputs), "ROPE_HELPER": ROPE_HELPER, "ATTENTION_HELPER": ATTENTION_HELPER,
-                 "BQ": "bq" if bias else "None", "BK": "bk" if bias else "None", "BV": "bv" if bias else "None",
-                 "DTYPE": f"torch.{dtype}"},
+            raw=causal_fragments(inputs, bias, dtype),
             Q_HEADS=q_heads, KV_HEADS=kv_heads, HEAD_DIM=head_dim, THETA=float(theta), EPS=eps, BIAS=bias,
         ),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, ({"S": s} for s in sizes), custom_inputs(inputs), tolerance(dtype, "block")),
+        sizes=({"S": s} for s in sizes), tol=tolerance(dtype, "block"),
         tags=("decoder", "attention", "mlp", "forward"),
     )  # fmt: skip
 
@@ -264,8 +245,8 @@ def dit_block(*, hidden: int, heads: int, mlp_hidden: int, tokens: int, act: str
               "w_proj": tensor(["D", "D"], dtype), "b_proj": tensor(d, dtype),
               "w_fc1": tensor(["F", "D"], dtype), "b_fc1": tensor(f, dtype),
               "w_fc2": tensor(["D", "F"], dtype), "b_fc2": tensor(d, dtype)}
-    return draft(
-        name=name, level="L2", category="L2", op_type="dit_block",
+    return problem(
+        name=name, level="L2", op_type="dit_block",
         summary=f"DiT block with adaLN modulation: SiLU + linear on the conditioning vector gives shift/scale/gate "
         f"for attention ({heads} heads, {tokens} tokens of {hidden}) and for the gelu_{act} MLP ({mlp_hidden}), "
         f"LayerNorm without affine (eps 1e-6), gated residuals; {dtype}, weights as inputs.",
@@ -274,8 +255,7 @@ def dit_block(*, hidden: int, heads: int, mlp_hidden: int, tokens: int, act: str
         inputs=inputs,
         outputs={"y": tensor(["B", "N", "D"], dtype)},
         reference=source(_DIT_BLOCK, raw={"ACT": GELU[act], "DTYPE": f"torch.{dtype}"}, HEADS=heads),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, ({"B": b} for b in batches), custom_inputs(inputs), tolerance(dtype, "block")),
+        sizes=({"B": b} for b in batches), tol=tolerance(dtype, "block"),
         tags=("dit", "attention", "mlp", "forward"),
     )  # fmt: skip
 
@@ -290,16 +270,15 @@ def unet_resnet_block(*, channels: int, spatial: int, temb_dim: int, groups: int
               "temb_w": tensor(["C", "TD"], dtype), "temb_b": tensor(c, dtype),
               "norm2_w": tensor(c, dtype), "norm2_b": tensor(c, dtype),
               "conv2_w": tensor(["C", "C", "3", "3"], dtype), "conv2_b": tensor(c, dtype)}
-    return draft(
-        name=name, level="L2", category="L2", op_type="resnet_block",
+    return problem(
+        name=name, level="L2", op_type="resnet_block",
         summary=f"UNet resnet block at {channels} channels, {spatial}x{spatial}: GroupNorm({groups}) + SiLU, 3x3 "
         f"conv, plus the projected timestep embedding ({temb_dim}), GroupNorm + SiLU, 3x3 conv, residual; {dtype}.",
         axes={"B": VAR, "C": const(channels), "S": const(spatial), "TD": const(temb_dim)},
         inputs=inputs,
         outputs={"y": tensor(x, dtype)},
         reference=_with_init(source(_UNET_RESNET, GROUPS=groups, EPS=eps), inputs, dtype),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, ({"B": b} for b in batches), custom_inputs(inputs), tolerance(dtype, "block")),
+        sizes=({"B": b} for b in batches), tol=tolerance(dtype, "block"),
         tags=("conv", "groupnorm", "forward"),
     )  # fmt: skip
 
@@ -311,8 +290,8 @@ def convnext_block(*, channels: int, spatial: int, eps: float, dtype: str, batch
               "dw_b": tensor(c, dtype), "ln_w": tensor(c, dtype), "ln_b": tensor(c, dtype),
               "w1": tensor(["C4", "C"], dtype), "b1": tensor(["C4"], dtype), "w2": tensor(["C", "C4"], dtype),
               "b2": tensor(c, dtype), "gamma": tensor(c, dtype)}
-    return draft(
-        name=name, level="L2", category="L2", op_type="convnext_block",
+    return problem(
+        name=name, level="L2", op_type="convnext_block",
         summary=f"ConvNeXt block at {channels} channels, {spatial}x{spatial}: depthwise 7x7 conv, channels-last "
         f"LayerNorm (eps {eps}), pointwise MLP {channels} -> {4 * channels} -> {channels} with exact GELU, layer "
         f"scale, residual; {dtype}.",
@@ -320,8 +299,7 @@ def convnext_block(*, channels: int, spatial: int, eps: float, dtype: str, batch
         inputs=inputs,
         outputs={"y": tensor(["B", "C", "S", "S"], dtype)},
         reference=_with_init(source(_CONVNEXT, raw={"ACT": GELU["exact"]}, EPS=eps), inputs, dtype),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, ({"B": b} for b in batches), custom_inputs(inputs), tolerance(dtype, "block")),
+        sizes=({"B": b} for b in batches), tol=tolerance(dtype, "block"),
         tags=("conv", "mlp", "forward"),
     )  # fmt: skip
 
@@ -331,15 +309,14 @@ def whisper_conv_stem(*, mel_bins: int, frames: int, hidden: int, dtype: str, ba
     inputs = {"mel": tensor(["B", "M", "FR"], dtype), "conv1_w": tensor(["H", "M", "3"], dtype),
               "conv1_b": tensor(["H"], dtype), "conv2_w": tensor(["H", "H", "3"], dtype),
               "conv2_b": tensor(["H"], dtype), "pos_embed": tensor(["FO", "H"], dtype)}
-    return draft(
-        name=name, level="L2", category="L2", op_type="conv_stem",
+    return problem(
+        name=name, level="L2", op_type="conv_stem",
         summary=f"Audio encoder stem: conv1d {mel_bins} -> {hidden} (k3), GELU, conv1d {hidden} -> {hidden} (k3, "
         f"stride 2), GELU, to time-major plus positional embedding, over {frames} mel frames; {dtype}.",
         axes={"B": VAR, "M": const(mel_bins), "FR": const(frames), "H": const(hidden), "FO": expr("FR // 2")},
         inputs=inputs,
         outputs={"y": tensor(["B", "FO", "H"], dtype)},
         reference=_with_init(source(_WHISPER_STEM, raw={"ACT": GELU["exact"]}), inputs, dtype),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, ({"B": b} for b in batches), custom_inputs(inputs), tolerance(dtype, "block")),
+        sizes=({"B": b} for b in batches), tol=tolerance(dtype, "block"),
         tags=("conv", "forward"),
     )  # fmt: skip

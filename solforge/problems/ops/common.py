@@ -105,8 +105,36 @@ def custom_inputs(names: Iterable[str]) -> dict[str, dict[str, Any]]:
     return {n: {"type": "custom"} for n in names}
 
 
-def draft(**kw: Any) -> ProblemDraft:
-    return ProblemDraft(**kw)
+def problem(
+    *,
+    name: str,
+    level: str,
+    op_type: str,
+    summary: str,
+    axes: dict[str, dict[str, Any]],
+    inputs: dict[str, dict[str, Any]],
+    outputs: dict[str, dict[str, Any]],
+    reference: str,
+    sizes: Iterable[dict[str, int]],
+    tol: dict[str, float],
+    tags: tuple[str, ...],
+    scalars: dict[str, float] | None = None,
+    category: str | None = None,
+) -> ProblemDraft:
+    """A problem with one workload per entry of ``sizes``, all with the same inputs and tolerance.
+
+    A reference that defines ``make_inputs`` draws every input itself; otherwise the inputs are random but for
+    ``scalars``, which take fixed values. ``category`` (the folder it is written under) defaults to the level.
+    """
+    if "\ndef make_inputs(" in reference:
+        drawn, entrypoint = custom_inputs(inputs), "make_inputs"
+    else:
+        drawn, entrypoint = random_inputs([n for n in inputs if n not in (scalars or {})], scalars), None
+    return ProblemDraft(
+        name=name, level=level, category=category or level, op_type=op_type, summary=summary, axes=axes,
+        inputs=inputs, outputs=outputs, reference=reference, workloads=workloads(name, sizes, drawn, tol),
+        custom_inputs_entrypoint=entrypoint, tags=tags,
+    )  # fmt: skip
 
 
 _INIT_TEMPLATE = '''

@@ -4,10 +4,7 @@ attention with QK-norm, and the two data-dependent halves of an MoE layer (dispa
 
 from __future__ import annotations
 
-from .common import (
-    SHORT, VAR, Rows, const, custom_inputs, draft, eps_tag, expr, init_source, random_inputs, source, tensor,
-    tolerance, workloads,
-)  # fmt: skip
+from .common import SHORT, VAR, Rows, const, eps_tag, expr, init_source, problem, source, tensor, tolerance
 from .elementwise import GELU
 
 # Ids and permutations must match exactly; gathered rows are copies.
@@ -228,8 +225,8 @@ def add_norm(*, hidden: int, eps: float, dtype: str, rows: Rows, layer: bool, af
             inputs["bias"] = tensor(["H"], dtype)
     inputs["eps"] = tensor(None, "float32")
     scale = "no affine" if not affine else ("scale stored as 1 + w" if unit_offset else "affine")
-    return draft(
-        name=name, level="L1", category="L1", op_type=f"add_{norm}",
+    return problem(
+        name=name, level="L1", op_type=f"add_{norm}",
         summary=f"Residual add then {'LayerNorm' if layer else 'RMSNorm'} over {hidden} features ({scale}, eps {eps}"
         f", {dtype}); returns the normalised value and the updated residual stream.",
         axes={**rows.axis_defs, "H": const(hidden)},
@@ -237,8 +234,7 @@ def add_norm(*, hidden: int, eps: float, dtype: str, rows: Rows, layer: bool, af
         outputs={"y": tensor(shape, dtype), "residual_out": tensor(shape, dtype)},
         reference=source(_ADD_NORM, raw={"ARGS": ", ".join(inputs)}, LAYER=layer, AFFINE=affine,
                          UNIT_OFFSET=unit_offset),
-        workloads=workloads(name, rows.sizes, random_inputs([n for n in inputs if n != "eps"], {"eps": eps}),
-                            tolerance(dtype, "elementwise")),
+        sizes=rows.sizes, tol=tolerance(dtype, "elementwise"), scalars={"eps": eps},
         tags=("norm", "residual", "forward"),
     )  # fmt: skip
 
@@ -248,8 +244,8 @@ def rope(*, q_heads: int, kv_heads: int, head_dim: int, rotary_dim: int, theta: 
     layout = "interleaved" if interleaved else "halfsplit"
     partial = f"_rot{rotary_dim}" if rotary_dim != head_dim else ""
     name = f"rope_{layout}_q{q_heads}_kv{kv_heads}_d{head_dim}{partial}_theta{int(theta)}_{SHORT[dtype]}"
-    return draft(
-        name=name, level="L1", category="L1", op_type="rope",
+    return problem(
+        name=name, level="L1", op_type="rope",
         summary=f"Rotary position embedding ({layout} pairs, theta {theta:g}) on the first {rotary_dim} of "
         f"{head_dim} channels of {q_heads} query and {kv_heads} key heads, {dtype}. Tokens come from up to four "
         f"packed sequences, each a contiguous run of positions inside a {max_position}-token window.",
@@ -259,8 +255,7 @@ def rope(*, q_heads: int, kv_heads: int, head_dim: int, rotary_dim: int, theta: 
         outputs={"q_out": tensor(["T", "HQ", "D"], dtype), "k_out": tensor(["T", "HKV", "D"], dtype)},
         reference=source(_ROPE, raw={"DTYPE": f"torch.{dtype}"}, THETA=float(theta), ROTARY_DIM=rotary_dim,
                          INTERLEAVED=interleaved, MAX_POSITION=max_position),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, rows.sizes, custom_inputs(["q", "k", "positions"]), tolerance(dtype, "elementwise")),
+        sizes=rows.sizes, tol=tolerance(dtype, "elementwise"),
         tags=("rope", "forward"),
     )  # fmt: skip
 
@@ -275,8 +270,8 @@ def linear_epilogue(*, in_features: int, out_features: int, bias: bool, act: str
     if residual:
         inputs["residual"] = tensor([*rows.names, "N"], dtype)
     formula = f"{act}(x W^T{' + b' if bias else ''}){' + residual' if residual else ''}"
-    return draft(
-        name=name, level="L1", category="L1", op_type="linear",
+    return problem(
+        name=name, level="L1", op_type="linear",
         summary=f"Projection {in_features} -> {out_features} with a fused epilogue: y = {formula}, {dtype}.",
         axes={**rows.axis_defs, "K": const(in_features), "N": const(out_features)},
         inputs=inputs,
@@ -284,8 +279,7 @@ def linear_epilogue(*, in_features: int, out_features: int, bias: bool, act: str
         reference=source(_LINEAR_EPILOGUE, raw={"ARGS": ", ".join(inputs), "ACT": ACTIVATIONS[act]}, BIAS=bias,
                          RESIDUAL=residual)
         + "\n" + init_source(inputs, {"weight": "weight", "bias": "bias"}, dtype),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, rows.sizes, custom_inputs(inputs), tolerance(dtype, "gemm")),
+        sizes=rows.sizes, tol=tolerance(dtype, "gemm"),
         tags=("gemm", "epilogue", "forward"),
     )  # fmt: skip
 
@@ -294,8 +288,8 @@ def decode_attention_ragged(*, q_heads: int, kv_heads: int, head_dim: int, softc
                             sizes: tuple[tuple[int, int], ...]):  # fmt: skip
     cap = f"_softcap{int(softcap)}" if softcap else ""
     name = f"decode_attention_ragged_q{q_heads}_kv{kv_heads}_d{head_dim}{cap}_{SHORT[dtype]}"
-    return draft(
-        name=name, level="L1", category="L1", op_type="attention",
+    return problem(
+        name=name, level="L1", op_type="attention",
         summary=f"Decode-step attention over KV caches of different lengths: one query per sequence, sequence i "
         f"attends to its first cache_lens[i] of L cached tokens; {q_heads} query heads over {kv_heads} KV heads of "
         f"{head_dim}{f', logits soft-capped at {softcap:g}' if softcap else ''}; {dtype}.",
@@ -304,9 +298,7 @@ def decode_attention_ragged(*, q_heads: int, kv_heads: int, head_dim: int, softc
                 "v_cache": tensor(["B", "HKV", "L", "D"], dtype), "cache_lens": tensor(["B"], "int32")},
         outputs={"out": tensor(["B", "HQ", "D"], dtype)},
         reference=source(_DECODE_RAGGED, raw={"DTYPE": f"torch.{dtype}"}, SOFTCAP=float(softcap) if softcap else None),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, ({"B": b, "L": n} for b, n in sizes),
-                            custom_inputs(["q", "k_cache", "v_cache", "cache_lens"]), tolerance(dtype, "block")),
+        sizes=({"B": b, "L": n} for b, n in sizes), tol=tolerance(dtype, "block"),
         tags=("attention", "decode", "forward"),
     )  # fmt: skip
 
@@ -319,8 +311,8 @@ def prefill_attention(*, q_heads: int, kv_heads: int, head_dim: int, qk_norm: bo
               "v": tensor(["S", "HKV", "D"], dtype)}
     if qk_norm:
         inputs |= {"q_norm": tensor(["D"], dtype), "k_norm": tensor(["D"], dtype)}
-    return draft(
-        name=name, level="L1", category="L1", op_type="attention",
+    return problem(
+        name=name, level="L1", op_type="attention",
         summary=f"Causal prefill attention over one sequence of S tokens, {q_heads} query heads over {kv_heads} KV "
         f"heads of {head_dim}{f', RMSNorm of each q and k head first (QK-norm, eps {eps})' if qk_norm else ''}; "
         f"{dtype}.",
@@ -330,16 +322,15 @@ def prefill_attention(*, q_heads: int, kv_heads: int, head_dim: int, qk_norm: bo
         reference=source(_PREFILL, raw={"ARGS": ", ".join(inputs), "QK_NORM": str(qk_norm)}, Q_HEADS=q_heads,
                          KV_HEADS=kv_heads, EPS=eps)
         + "\n" + init_source(inputs, {"q_norm": "norm", "k_norm": "norm"}, dtype),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, ({"S": s} for s in sizes), custom_inputs(inputs), tolerance(dtype, "block")),
+        sizes=({"S": s} for s in sizes), tol=tolerance(dtype, "block"),
         tags=("attention", "causal", "prefill", "forward"),
     )  # fmt: skip
 
 
 def moe_dispatch(*, hidden: int, experts: int, top_k: int, dtype: str, rows: Rows):
     name = f"moe_dispatch_h{hidden}_e{experts}_k{top_k}_{SHORT[dtype]}"
-    return draft(
-        name=name, level="L1", category="L1", op_type="moe_dispatch",
+    return problem(
+        name=name, level="L1", op_type="moe_dispatch",
         summary=f"MoE dispatch: sort the (token, slot) pairs of a top-{top_k} routing over {experts} experts by "
         f"expert (stable), gather the token rows ({hidden} features, {dtype}) in that order, and count each "
         f"expert's tokens (bincount).",
@@ -348,8 +339,7 @@ def moe_dispatch(*, hidden: int, experts: int, top_k: int, dtype: str, rows: Row
         outputs={"rows": tensor(["TK", "H"], dtype), "token_index": tensor(["TK"], "int64"),
                  "counts": tensor(["E"], "int64")},
         reference=source(_MOE_DISPATCH, raw={"DTYPE": f"torch.{dtype}"}, EXPERTS=experts, TOP_K=top_k),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, rows.sizes, custom_inputs(["x", "expert_ids"]), EXACT),
+        sizes=rows.sizes, tol=EXACT,
         tags=("moe", "sort", "gather", "forward"),
     )  # fmt: skip
 
@@ -357,8 +347,8 @@ def moe_dispatch(*, hidden: int, experts: int, top_k: int, dtype: str, rows: Row
 def moe_combine(*, hidden: int, experts: int, top_k: int, scatter: bool, dtype: str, rows: Rows):
     how = "scatter_add" if scatter else "index_add"
     name = f"moe_combine_{how}_h{hidden}_e{experts}_k{top_k}_{SHORT[dtype]}"
-    return draft(
-        name=name, level="L1", category="L1", op_type="moe_combine",
+    return problem(
+        name=name, level="L1", op_type="moe_combine",
         summary=f"MoE combine: expert output rows (sorted by expert, {hidden} features, {dtype}) weighted by their "
         f"routing weights and summed back into their tokens ({how}, float32 accumulation), top-{top_k} of "
         f"{experts} experts.",
@@ -367,9 +357,7 @@ def moe_combine(*, hidden: int, experts: int, top_k: int, scatter: bool, dtype: 
                 "weights": tensor(["TK"], "float32")},
         outputs={"y": tensor(["T", "H"], dtype)},
         reference=source(_MOE_COMBINE, raw={"DTYPE": f"torch.{dtype}"}, TOP_K=top_k, SCATTER=scatter),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, rows.sizes, custom_inputs(["expert_out", "token_index", "weights"]),
-                            tolerance(dtype, "elementwise")),
+        sizes=rows.sizes, tol=tolerance(dtype, "elementwise"),
         tags=("moe", "scatter", "forward"),
     )  # fmt: skip
 
@@ -413,8 +401,8 @@ def moe_expert_loop(*, hidden: int, intermediate: int, experts: int, top_k: int,
     label = {"silu": "swiglu", "tanh": "geglu_tanh"}[act]
     name = (f"moe_expert_loop_{label}_h{hidden}_i{intermediate}_e{experts}_k{top_k}"
             f"{'_renorm' if renormalize else ''}_{SHORT[dtype]}")  # fmt: skip
-    return draft(
-        name=name, level="L2", category="L2", op_type="moe_layer",
+    return problem(
+        name=name, level="L2", op_type="moe_layer",
         summary=f"MoE experts from router logits: softmax top-{top_k} of {experts}"
         f"{' renormalised' if renormalize else ''}, then expert by expert the tokens routed to it (nonzero) through a fused gate/up {label} MLP "
         f"({hidden} -> {intermediate} -> {hidden}), weighted and index-added back in float32; {dtype}.",
@@ -425,8 +413,6 @@ def moe_expert_loop(*, hidden: int, intermediate: int, experts: int, top_k: int,
         outputs={"y": tensor(["T", "H"], dtype)},
         reference=source(_MOE_EXPERT_LOOP, raw={"ACT": GELU[act], "DTYPE": f"torch.{dtype}"}, EXPERTS=experts,
                          TOP_K=top_k, RENORMALIZE=renormalize),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, rows.sizes, custom_inputs(["x", "router_logits", "w_gate_up", "w_down"]),
-                            tolerance(dtype, "block")),
+        sizes=rows.sizes, tol=tolerance(dtype, "block"),
         tags=("moe", "nonzero", "gemm", "forward"),
     )  # fmt: skip

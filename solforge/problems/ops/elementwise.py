@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from .common import (
-    SHORT, Rows, const, custom_inputs, draft, random_inputs, source, tensor, tolerance, workloads,
-)  # fmt: skip
+from .common import SHORT, Rows, const, problem, source, tensor, tolerance
 
 # One GELU definition per variant, shared by every template that applies an activation to a float32 tensor.
 GELU = {
@@ -93,14 +91,14 @@ def gated_fwd(*, intermediate: int, act: str, dtype: str, rows: Rows):
     label = {"silu": "swiglu", "tanh": "geglu_tanh", "exact": "geglu"}[act]
     name = f"{label}_fwd_i{intermediate}{rows.tag}_{SHORT[dtype]}"
     shape = [*rows.names, "I"]
-    return draft(
-        name=name, level="L1", category="L1", op_type=label,
+    return problem(
+        name=name, level="L1", op_type=label,
         summary=f"Gated activation {label}: act(gate) * up over an intermediate size of {intermediate}, {dtype}.",
         axes={**rows.axis_defs, "I": const(intermediate)},
         inputs={"gate": tensor(shape, dtype), "up": tensor(shape, dtype)},
         outputs={"y": tensor(shape, dtype)},
         reference=source(_GATED_FWD, raw={"ACT": GELU[act]}),
-        workloads=workloads(name, rows.sizes, random_inputs(["gate", "up"]), tolerance(dtype, "elementwise")),
+        sizes=rows.sizes, tol=tolerance(dtype, "elementwise"),
         tags=("activation", "forward"),
     )  # fmt: skip
 
@@ -108,16 +106,15 @@ def gated_fwd(*, intermediate: int, act: str, dtype: str, rows: Rows):
 def swiglu_bwd(*, intermediate: int, dtype: str, rows: Rows):
     name = f"swiglu_bwd_i{intermediate}{rows.tag}_{SHORT[dtype]}"
     shape = [*rows.names, "I"]
-    return draft(
-        name=name, level="L1", category="L1", op_type="swiglu_backward",
+    return problem(
+        name=name, level="L1", op_type="swiglu_backward",
         summary=f"SwiGLU backward: gradients of gate and up for silu(gate) * up, intermediate size {intermediate}, "
         f"{dtype}.",
         axes={**rows.axis_defs, "I": const(intermediate)},
         inputs={"gate": tensor(shape, dtype), "up": tensor(shape, dtype), "grad_out": tensor(shape, dtype)},
         outputs={"grad_gate": tensor(shape, dtype), "grad_up": tensor(shape, dtype)},
         reference=_SWIGLU_BWD.lstrip("\n"),
-        workloads=workloads(name, rows.sizes, random_inputs(["gate", "up", "grad_out"]),
-                            tolerance(dtype, "elementwise")),
+        sizes=rows.sizes, tol=tolerance(dtype, "elementwise"),
         tags=("activation", "backward"),
     )  # fmt: skip
 
@@ -125,14 +122,14 @@ def swiglu_bwd(*, intermediate: int, dtype: str, rows: Rows):
 def activation(*, features: int, act: str, dtype: str, rows: Rows):
     name = f"gelu_{act}_f{features}{rows.tag}_{SHORT[dtype]}"
     shape = [*rows.names, "F"]
-    return draft(
-        name=name, level="L1", category="L1", op_type="gelu",
+    return problem(
+        name=name, level="L1", op_type="gelu",
         summary=f"GELU ({act} form) over {features} features, {dtype}.",
         axes={**rows.axis_defs, "F": const(features)},
         inputs={"x": tensor(shape, dtype)},
         outputs={"y": tensor(shape, dtype)},
         reference=source(_ACT, raw={"ACT": GELU[act]}),
-        workloads=workloads(name, rows.sizes, random_inputs(["x"]), tolerance(dtype, "elementwise")),
+        sizes=rows.sizes, tol=tolerance(dtype, "elementwise"),
         tags=("activation", "forward"),
     )  # fmt: skip
 
@@ -141,22 +138,22 @@ def softmax(*, features: int, dtype: str, rows: Rows, what: str = "vocabulary"):
     name = f"softmax_v{features}{rows.tag}_{SHORT[dtype]}"
     shape = [*rows.names, "V"]
     tol = {"max_atol": 1e-7, "max_rtol": 1e-3} if dtype == "float32" else tolerance(dtype, "elementwise")
-    return draft(
-        name=name, level="L1", category="L1", op_type="softmax",
+    return problem(
+        name=name, level="L1", op_type="softmax",
         summary=f"Softmax over a {what} of {features} entries, {dtype}.",
         axes={**rows.axis_defs, "V": const(features)},
         inputs={"logits": tensor(shape, dtype)},
         outputs={"probs": tensor(shape, dtype)},
         reference=_SOFTMAX.lstrip("\n"),
-        workloads=workloads(name, rows.sizes, random_inputs(["logits"]), tol),
+        sizes=rows.sizes, tol=tol,
         tags=("softmax", "forward"),
     )  # fmt: skip
 
 
 def rope(*, q_heads: int, kv_heads: int, head_dim: int, theta: float, max_position: int, dtype: str, rows: Rows):
     name = f"rope_q{q_heads}_kv{kv_heads}_d{head_dim}_theta{int(theta)}_{SHORT[dtype]}"
-    return draft(
-        name=name, level="L1", category="L1", op_type="rope",
+    return problem(
+        name=name, level="L1", op_type="rope",
         summary=f"Rotary position embedding (rotate-half layout, theta {theta:g}) applied to {q_heads} query and "
         f"{kv_heads} key heads of size {head_dim}, {dtype}. Positions are a contiguous run inside a "
         f"{max_position}-token window.",
@@ -165,7 +162,6 @@ def rope(*, q_heads: int, kv_heads: int, head_dim: int, theta: float, max_positi
                 "positions": tensor(["T"], "int64")},
         outputs={"q_out": tensor(["T", "HQ", "D"], dtype), "k_out": tensor(["T", "HKV", "D"], dtype)},
         reference=source(_ROPE, raw={"DTYPE": f"torch.{dtype}"}, THETA=float(theta), MAX_POSITION=max_position),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, rows.sizes, custom_inputs(["q", "k", "positions"]), tolerance(dtype, "elementwise")),
+        sizes=rows.sizes, tol=tolerance(dtype, "elementwise"),
         tags=("rope", "forward"),
     )  # fmt: skip

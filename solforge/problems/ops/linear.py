@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from .common import (
-    SHORT, VAR, Rows, const, custom_inputs, draft, expr, random_inputs, source, tensor, tolerance, workloads,
-)  # fmt: skip
+from .common import SHORT, VAR, Rows, const, expr, problem, source, tensor, tolerance
 
 _LINEAR = '''
 import torch
@@ -87,22 +85,22 @@ def linear(*, in_features: int, out_features: int, bias: bool, dtype: str, rows:
     inputs = {"x": tensor([*rows.names, "K"], dtype), "weight": tensor(["N", "K"], dtype)}
     if bias:
         inputs["bias"] = tensor(["N"], dtype)
-    return draft(
-        name=name, level="L1", category="L1", op_type="linear",
+    return problem(
+        name=name, level="L1", op_type="linear",
         summary=f"Projection {in_features} -> {out_features}{' with bias' if bias else ''}, {dtype} (y = x W^T"
         f"{' + b' if bias else ''}).",
         axes={**rows.axis_defs, "K": const(in_features), "N": const(out_features)},
         inputs=inputs,
         outputs={"y": tensor([*rows.names, "N"], dtype)},
         reference=source(_LINEAR, raw={"ARGS": ", ".join(inputs)}, BIAS=bias),
-        workloads=workloads(name, rows.sizes, random_inputs(inputs), tolerance(dtype, "gemm")),
+        sizes=rows.sizes, tol=tolerance(dtype, "gemm"),
         tags=("gemm", "forward"),
     )  # fmt: skip
 
 
 def fp8_blockscale_gemm(*, in_features: int, out_features: int, block: int, sizes: tuple[int, ...]):
     name = f"fp8_blockscale_gemm_k{in_features}_n{out_features}_b{block}"
-    return draft(
+    return problem(
         name=name, level="L1", category="Quant", op_type="fp8_gemm",
         summary=f"fp8 (e4m3) GEMM {in_features} -> {out_features} with float32 scales per 1x{block} activation "
         f"slice and per {block}x{block} weight tile, bf16 output.",
@@ -112,25 +110,21 @@ def fp8_blockscale_gemm(*, in_features: int, out_features: int, block: int, size
                 "b": tensor(["N", "K"], "float8_e4m3fn"), "b_scale": tensor(["NB", "KB"], "float32")},
         outputs={"y": tensor(["M", "N"], "bfloat16")},
         reference=source(_FP8_GEMM, BLOCK=block),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, ({"M": m} for m in sizes), custom_inputs(["a", "a_scale", "b", "b_scale"]),
-                            tolerance("bfloat16", "gemm")),
+        sizes=({"M": m} for m in sizes), tol=tolerance("bfloat16", "gemm"),
         tags=("gemm", "quant", "fp8", "forward"),
     )  # fmt: skip
 
 
 def embedding(*, vocab: int, hidden: int, dtype: str, rows: Rows):
     name = f"embedding_v{vocab}_h{hidden}_{SHORT[dtype]}"
-    return draft(
-        name=name, level="L1", category="L1", op_type="embedding",
+    return problem(
+        name=name, level="L1", op_type="embedding",
         summary=f"Token embedding gather from a {vocab} x {hidden} table, {dtype}.",
         axes={**rows.axis_defs, "V": const(vocab), "H": const(hidden)},
         inputs={"token_ids": tensor(["T"], "int64"), "table": tensor(["V", "H"], dtype)},
         outputs={"y": tensor(["T", "H"], dtype)},
         reference=source(_EMBEDDING, raw={"DTYPE": f"torch.{dtype}"}),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, rows.sizes, custom_inputs(["token_ids", "table"]),
-                            {"max_atol": 0.0, "max_rtol": 0.0, "required_matched_ratio": 1.0}),
+        sizes=rows.sizes, tol={"max_atol": 0.0, "max_rtol": 0.0, "required_matched_ratio": 1.0},
         tags=("gather", "forward"),
     )  # fmt: skip
 
@@ -142,8 +136,8 @@ def patch_embed(*, channels: int, image: int, patch: int, hidden: int, bias: boo
     inputs = {"pixels": tensor(["B", "C", "IMG", "IMG"], dtype), "weight": tensor(["H", "C", "P", "P"], dtype)}
     if bias:
         inputs["bias"] = tensor(["H"], dtype)
-    return draft(
-        name=name, level="L1", category="L1", op_type="conv2d",
+    return problem(
+        name=name, level="L1", op_type="conv2d",
         summary=f"Patch embedding: {patch}x{patch} stride-{patch} convolution of a {channels}x{image}x{image} input "
         f"into {grid * grid} tokens of {hidden}{' (with bias)' if bias else ''}, {dtype}.",
         axes={"B": VAR, "C": const(channels), "IMG": const(image), "P": const(patch), "H": const(hidden),
@@ -152,6 +146,6 @@ def patch_embed(*, channels: int, image: int, patch: int, hidden: int, bias: boo
         outputs={"tokens": tensor(["B", "NP", "H"], dtype)},
         reference=source(_PATCH_EMBED, raw={"ARGS": ", ".join(inputs), "BIAS_ARG": "bias" if bias else "None"},
                          PATCH=patch),
-        workloads=workloads(name, ({"B": b} for b in batches), random_inputs(inputs), tolerance(dtype, "gemm")),
+        sizes=({"B": b} for b in batches), tol=tolerance(dtype, "gemm"),
         tags=("conv", "gemm", "forward"),
     )  # fmt: skip

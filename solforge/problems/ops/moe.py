@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from .common import (
-    SHORT, Rows, const, custom_inputs, draft, init_source, random_inputs, source, tensor, tolerance, workloads,
-)  # fmt: skip
+from .common import SHORT, Rows, const, init_source, problem, source, tensor, tolerance
 
 # Routing returns expert ids: they must match exactly (rtol times an id below 256 stays under 1).
 _ROUTE_TOL = {"max_atol": 1e-5, "max_rtol": 1e-4}
@@ -92,23 +90,23 @@ _SHARED = '''    # Shared expert, always on, scaled by its own sigmoid gate.
 
 def softmax_topk(*, experts: int, top_k: int, renormalize: bool, rows: Rows):
     name = f"moe_softmax_topk_e{experts}_k{top_k}{'_renorm' if renormalize else ''}"
-    return draft(
-        name=name, level="L1", category="L1", op_type="moe_routing",
+    return problem(
+        name=name, level="L1", op_type="moe_routing",
         summary=f"MoE routing: softmax over {experts} router logits (float32), top-{top_k} experts"
         f"{', weights renormalised to sum to one' if renormalize else ''}. Outputs sorted largest first.",
         axes={**rows.axis_defs, "E": const(experts), "K": const(top_k)},
         inputs={"router_logits": tensor(["T", "E"], "float32")},
         outputs={"weights": tensor(["T", "K"], "float32"), "ids": tensor(["T", "K"], "int64")},
         reference=source(_SOFTMAX_TOPK, TOP_K=top_k, RENORMALIZE=renormalize),
-        workloads=workloads(name, rows.sizes, random_inputs(["router_logits"]), _ROUTE_TOL),
+        sizes=rows.sizes, tol=_ROUTE_TOL,
         tags=("moe", "routing", "topk", "forward"),
     )  # fmt: skip
 
 
 def grouped_topk(*, experts: int, top_k: int, groups: int, top_groups: int, scale: float, rows: Rows):
     name = f"moe_grouped_sigmoid_topk_e{experts}_k{top_k}_g{groups}_tg{top_groups}"
-    return draft(
-        name=name, level="L1", category="L1", op_type="moe_routing",
+    return problem(
+        name=name, level="L1", op_type="moe_routing",
         summary=f"Group-limited MoE routing: sigmoid scores of {experts} experts plus a correction bias, the best "
         f"{top_groups} of {groups} groups (by the sum of each group's two best), top-{top_k} experts inside them; "
         f"weights from the unbiased scores, normalised and scaled by {scale}. float32.",
@@ -116,7 +114,7 @@ def grouped_topk(*, experts: int, top_k: int, groups: int, top_groups: int, scal
         inputs={"router_logits": tensor(["T", "E"], "float32"), "correction_bias": tensor(["E"], "float32")},
         outputs={"weights": tensor(["T", "K"], "float32"), "ids": tensor(["T", "K"], "int64")},
         reference=source(_GROUPED_TOPK, TOP_K=top_k, GROUPS=groups, TOP_GROUPS=top_groups, SCALE=float(scale)),
-        workloads=workloads(name, rows.sizes, random_inputs(["router_logits", "correction_bias"]), _ROUTE_TOL),
+        sizes=rows.sizes, tol=_ROUTE_TOL,
         tags=("moe", "routing", "topk", "forward"),
     )  # fmt: skip
 
@@ -136,8 +134,8 @@ def moe_layer(*, hidden: int, intermediate: int, experts: int, top_k: int, renor
                    "shared_down": tensor(["H", "IS"], dtype), "shared_gate_weight": tensor(["1", "H"], dtype)}
     kinds = {n: "weight" for n in inputs if n.startswith("shared") or n == "gate_weight"}
     kinds |= {"w_gate": "stacked_weight", "w_up": "stacked_weight", "w_down": "stacked_weight"}
-    return draft(
-        name=name, level="L2", category="L2", op_type="moe_layer",
+    return problem(
+        name=name, level="L2", op_type="moe_layer",
         summary=f"Sparse MoE layer: router over {experts} experts, top-{top_k}"
         f"{' renormalised' if renormalize else ''}, token rows gathered per expert, grouped SwiGLU expert MLPs "
         f"({hidden} -> {intermediate} -> {hidden}), weighted scatter-add back"
@@ -148,7 +146,6 @@ def moe_layer(*, hidden: int, intermediate: int, experts: int, top_k: int, renor
         reference=source(_MOE_LAYER, raw={"ARGS": ", ".join(inputs), "SHARED": _SHARED if shared else ""},
                          EXPERTS=experts, TOP_K=top_k, RENORMALIZE=renormalize)
         + "\n" + init_source(inputs, kinds, dtype),
-        custom_inputs_entrypoint="make_inputs",
-        workloads=workloads(name, rows.sizes, custom_inputs(inputs), tolerance(dtype, "block")),
+        sizes=rows.sizes, tol=tolerance(dtype, "block"),
         tags=("moe", "grouped_gemm", "forward"),
     )  # fmt: skip

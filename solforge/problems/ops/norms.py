@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import SHORT, Rows, const, draft, eps_tag, random_inputs, source, tensor, tolerance, workloads
+from .common import SHORT, Rows, const, eps_tag, problem, source, tensor, tolerance
 
 _RMS_FWD = '''
 import torch
@@ -74,16 +74,15 @@ def rmsnorm_fwd(*, hidden: int, eps: float, dtype: str, rows: Rows, unit_offset:
     kind = "rmsnorm_unit_offset" if unit_offset else "rmsnorm"
     name = f"{kind}_fwd_h{hidden}_{eps_tag(eps)}{rows.tag}_{SHORT[dtype]}"
     shape = [*rows.names, "H"]
-    return draft(
-        name=name, level="L1", category="L1", op_type="rmsnorm",
+    return problem(
+        name=name, level="L1", op_type="rmsnorm",
         summary=f"RMSNorm forward over a hidden size of {hidden} ({'weight stored as 1 + w, ' if unit_offset else ''}"
         f"eps {eps}, {dtype}).",
         axes={**rows.axis_defs, "H": const(hidden)},
         inputs={"x": tensor(shape, dtype), "weight": tensor(["H"], dtype), "eps": tensor(None, "float32")},
         outputs={"y": tensor(shape, dtype)},
         reference=source(_RMS_FWD, UNIT_OFFSET=unit_offset),
-        workloads=workloads(name, rows.sizes, random_inputs(["x", "weight"], {"eps": eps}),
-                            tolerance(dtype, "elementwise")),
+        sizes=rows.sizes, tol=tolerance(dtype, "elementwise"), scalars={"eps": eps},
         tags=("norm", "forward"),
     )  # fmt: skip
 
@@ -92,8 +91,8 @@ def rmsnorm_bwd(*, hidden: int, eps: float, dtype: str, rows: Rows, unit_offset:
     kind = "rmsnorm_unit_offset" if unit_offset else "rmsnorm"
     name = f"{kind}_bwd_h{hidden}_{eps_tag(eps)}{rows.tag}_{SHORT[dtype]}"
     shape = [*rows.names, "H"]
-    return draft(
-        name=name, level="L1", category="L1", op_type="rmsnorm_backward",
+    return problem(
+        name=name, level="L1", op_type="rmsnorm_backward",
         summary=f"RMSNorm backward (gradients of input and weight) over a hidden size of {hidden} "
         f"(eps {eps}, {dtype}), as a training step needs it.",
         axes={**rows.axis_defs, "H": const(hidden)},
@@ -101,8 +100,7 @@ def rmsnorm_bwd(*, hidden: int, eps: float, dtype: str, rows: Rows, unit_offset:
                 "eps": tensor(None, "float32")},
         outputs={"grad_x": tensor(shape, dtype), "grad_weight": tensor(["H"], dtype)},
         reference=source(_RMS_BWD, UNIT_OFFSET=unit_offset),
-        workloads=workloads(name, rows.sizes, random_inputs(["x", "weight", "grad_out"], {"eps": eps}),
-                            tolerance(dtype, "gemm")),
+        sizes=rows.sizes, tol=tolerance(dtype, "gemm"), scalars={"eps": eps},
         tags=("norm", "backward"),
     )  # fmt: skip
 
@@ -114,16 +112,15 @@ def layernorm_fwd(*, hidden: int, eps: float, dtype: str, rows: Rows, affine: bo
     if affine:
         inputs |= {"weight": tensor(["H"], dtype), "bias": tensor(["H"], dtype)}
     inputs["eps"] = tensor(None, "float32")
-    return draft(
-        name=name, level="L1", category="L1", op_type="layernorm",
+    return problem(
+        name=name, level="L1", op_type="layernorm",
         summary=f"LayerNorm forward over {hidden} features ({'with' if affine else 'without'} affine, eps {eps}, "
         f"{dtype}).",
         axes={**rows.axis_defs, "H": const(hidden)},
         inputs=inputs,
         outputs={"y": tensor(shape, dtype)},
         reference=source(_LAYERNORM, raw={"ARGS": ", ".join(inputs)}, AFFINE=affine),
-        workloads=workloads(name, rows.sizes, random_inputs([n for n in inputs if n != "eps"], {"eps": eps}),
-                            tolerance(dtype, "elementwise")),
+        sizes=rows.sizes, tol=tolerance(dtype, "elementwise"), scalars={"eps": eps},
         tags=("norm", "forward"),
     )  # fmt: skip
 
@@ -131,8 +128,8 @@ def layernorm_fwd(*, hidden: int, eps: float, dtype: str, rows: Rows, affine: bo
 def groupnorm_silu(*, channels: int, groups: int, spatial: int, eps: float, dtype: str, batches: tuple[int, ...]):
     name = f"groupnorm_silu_c{channels}_g{groups}_s{spatial}_{eps_tag(eps)}_{SHORT[dtype]}"
     shape = ["B", "C", "S", "S"]
-    return draft(
-        name=name, level="L1", category="L1", op_type="groupnorm",
+    return problem(
+        name=name, level="L1", op_type="groupnorm",
         summary=f"GroupNorm ({groups} groups over {channels} channels, {spatial}x{spatial}, eps {eps}) followed by "
         f"SiLU, {dtype}.",
         axes={"B": {"type": "var"}, "C": const(channels), "S": const(spatial)},
@@ -140,7 +137,6 @@ def groupnorm_silu(*, channels: int, groups: int, spatial: int, eps: float, dtyp
                 "eps": tensor(None, "float32")},
         outputs={"y": tensor(shape, dtype)},
         reference=source(_GROUPNORM_SILU, GROUPS=groups),
-        workloads=workloads(name, ({"B": b} for b in batches), random_inputs(["x", "weight", "bias"], {"eps": eps}),
-                            tolerance(dtype, "elementwise")),
+        sizes=({"B": b} for b in batches), tol=tolerance(dtype, "elementwise"), scalars={"eps": eps},
         tags=("norm", "forward"),
     )  # fmt: skip

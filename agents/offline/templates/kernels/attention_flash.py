@@ -1,5 +1,38 @@
 
 @triton.jit
+def _packed_rows(HKV, SQ, GROUP: tl.constexpr, TILE_HEADS: tl.constexpr, BLOCK_M: tl.constexpr):
+    """This program's block of packed rows (query head within the KV head's group, query): axis 0 picks the
+    block, axis 1 the batch x KV head. Batch, KV head, the rows, which of them exist, each one's query head
+    and position."""
+    pid_bh = tl.program_id(1)
+    b = (pid_bh // HKV).to(tl.int64)
+    hk = pid_bh % HKV
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < GROUP * SQ
+    j = rows // SQ
+    s = rows % SQ
+    if TILE_HEADS:
+        h = j * HKV + hk
+    else:
+        h = hk * GROUP + j
+    return b, hk, rows, row_ok, h, s
+
+
+@triton.jit
+def _split_rows(rows, sp, NSPLIT, SQ, GROUP: tl.constexpr):
+    """Where split ``sp`` of ``NSPLIT`` keeps ``rows`` of this program's batch x KV head in the workspace."""
+    return ((tl.program_id(1) * NSPLIT + sp) * (GROUP * SQ)).to(tl.int64) + rows
+
+
+@triton.jit
+def _store_normalized(O, acc, l, b, h, s, d, sob, soh, sos, sod, row_ok):
+    """The rows' output: the weighted sum over the softmax's denominator (a row with no key left at zero)."""
+    o = acc / tl.where(l == 0.0, 1.0, l)[:, None]
+    tl.store(O + b * sob + h[:, None] * soh + s[:, None] * sos + d[None, :] * sod,
+             o.to(O.dtype.element_ty), mask=row_ok[:, None])
+
+
+@triton.jit
 def _attn_fwd(Q, K, V, O, MW, LW, AW,
               sqb, sqh, sqs, sqd, skb, skh, sks, skd, svb, svh, svs, svd, sob, soh, sos, sod,
               HKV, SQ, SKV, qk_scale, causal_shift, kv_chunk,
@@ -9,19 +42,8 @@ def _attn_fwd(Q, K, V, O, MW, LW, AW,
     if GDC:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
     pid_s = tl.program_id(2)
-    b = (pid_bh // HKV).to(tl.int64)
-    hk = pid_bh % HKV
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # packed rows: (query head within the group, query)
-    row_ok = rows < GROUP * SQ
-    j = rows // SQ
-    s = rows % SQ
-    if TILE_HEADS:
-        h = j * HKV + hk
-    else:
-        h = hk * GROUP + j
+    b, hk, rows, row_ok, h, s = _packed_rows(HKV, SQ, GROUP, TILE_HEADS, BLOCK_M)
     d = tl.arange(0, HEAD_D)
     q = tl.load(Q + b * sqb + h[:, None] * sqh + s[:, None] * sqs + d[None, :] * sqd,
                 mask=row_ok[:, None], other=0.0)
@@ -58,14 +80,12 @@ def _attn_fwd(Q, K, V, O, MW, LW, AW,
             acc = acc * alpha[:, None] + tl.dot(p.to(vt.dtype), vt)
         m_i = m_new
     if SPLIT:
-        ws = ((pid_bh * tl.num_programs(2) + pid_s) * (GROUP * SQ)).to(tl.int64) + rows
+        ws = _split_rows(rows, pid_s, tl.num_programs(2), SQ, GROUP)
         tl.store(MW + ws, m_i, mask=row_ok)
         tl.store(LW + ws, l_i, mask=row_ok)
         tl.store(AW + ws[:, None] * HEAD_D + d[None, :], acc, mask=row_ok[:, None])
     else:
-        o = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
-        tl.store(O + b * sob + h[:, None] * soh + s[:, None] * sos + d[None, :] * sod,
-                 o.to(O.dtype.element_ty), mask=row_ok[:, None])
+        _store_normalized(O, acc, l_i, b, h, s, d, sob, soh, sos, sod, row_ok)
 
 
 @triton.jit
@@ -75,30 +95,17 @@ def _attn_merge(O, MW, LW, AW, sob, soh, sos, sod, HKV, SQ, NSPLIT,
     if GDC:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = (pid_bh // HKV).to(tl.int64)
-    hk = pid_bh % HKV
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < GROUP * SQ
-    j = rows // SQ
-    s = rows % SQ
-    if TILE_HEADS:
-        h = j * HKV + hk
-    else:
-        h = hk * GROUP + j
+    b, hk, rows, row_ok, h, s = _packed_rows(HKV, SQ, GROUP, TILE_HEADS, BLOCK_M)
     d = tl.arange(0, HEAD_D)
     m = tl.full([BLOCK_M], -1.0e30, tl.float32)
     for sp in range(0, NSPLIT):
-        ws = ((pid_bh * NSPLIT + sp) * (GROUP * SQ)).to(tl.int64) + rows
+        ws = _split_rows(rows, sp, NSPLIT, SQ, GROUP)
         m = tl.maximum(m, tl.load(MW + ws, mask=row_ok, other=-1.0e30))
     l = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_D], tl.float32)
     for sp in range(0, NSPLIT):
-        ws = ((pid_bh * NSPLIT + sp) * (GROUP * SQ)).to(tl.int64) + rows
+        ws = _split_rows(rows, sp, NSPLIT, SQ, GROUP)
         w = tl.math.exp2(tl.load(MW + ws, mask=row_ok, other=-1.0e30) - m)
         l += w * tl.load(LW + ws, mask=row_ok, other=0.0)
         acc += w[:, None] * tl.load(AW + ws[:, None] * HEAD_D + d[None, :], mask=row_ok[:, None], other=0.0)
-    o = acc / tl.where(l == 0.0, 1.0, l)[:, None]
-    tl.store(O + b * sob + h[:, None] * soh + s[:, None] * sos + d[None, :] * sod,
-             o.to(O.dtype.element_ty), mask=row_ok[:, None])
+    _store_normalized(O, acc, l, b, h, s, d, sob, soh, sos, sod, row_ok)

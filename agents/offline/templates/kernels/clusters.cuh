@@ -1,4 +1,13 @@
 
+// The launch attribute that groups CTAs in clusters of `cluster` along x.
+static cudaLaunchAttribute cluster_x_attribute(unsigned cluster) {
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = cluster;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  return attr;
+}
 // One launch of `kernel` in clusters of `cluster` CTAs along x; more than 8 is a non-portable size (16 on the
 // H100/H200). The caller takes another path on an error (and clears it).
 template <typename... Params, typename... Args>
@@ -12,11 +21,7 @@ static cudaError_t launch_clusters(void (*kernel)(Params...), dim3 grid, dim3 bl
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = cluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
+  cudaLaunchAttribute attr[1] = {cluster_x_attribute(cluster)};
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   return cudaLaunchKernelEx(&cfg, kernel, args...);

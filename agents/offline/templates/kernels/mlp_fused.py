@@ -32,28 +32,8 @@ def _mlp_fused(x_ptr, w1_ptr, b1_ptr, h_ptr, w2_ptr, w2r_ptr, b2_ptr, y_ptr, ws_
         for item in range(pid, t1, P):
             pid_m = item % grid_m
             pid_i = item // grid_m
-            rm = pid_m * BM + tl.arange(0, BM)
-            ri = pid_i * BN1 + tl.arange(0, BN1)
-            rk = tl.arange(0, BK1)
-            acc = tl.zeros((BM, BN1), dtype=tl.float32)
-            for k0 in range(0, K, BK1):
-                if TMA:
-                    av = x_ptr.load([pid_m * BM, k0])
-                    bv = w1_ptr.load([pid_i * BN1, k0])
-                    acc = tl.dot(av, bv.T, acc)
-                else:
-                    ka = k0 + rk
-                    av = tl.load(x_ptr + rm[:, None] * sxm + ka[None, :] * sxk,
-                                 mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)
-                    bv = tl.load(w1_ptr + ka[:, None] * sw1k + ri[None, :] * sw1i,
-                                 mask=(ka[:, None] < K) & (ri[None, :] < I), other=0.0)
-                    acc = tl.dot(av, bv, acc)
-            if HAS_B1:
-                acc += tl.load(b1_ptr + ri, mask=ri < I, other=0.0).to(tl.float32)[None, :]
-            v = acc
-            acc = {act}
-            tl.store(h_ptr + rm[:, None] * I + ri[None, :], acc.to(h_ptr.dtype.element_ty),
-                     mask=(rm[:, None] < M) & (ri[None, :] < I))
+            _up_tile(x_ptr, w1_ptr, b1_ptr, h_ptr, M, K, I, sxm, sxk, sw1i, sw1k, pid_m, pid_i, HAS_B1, TMA, BM, BN1,
+                     BK1)
             # every thread's stores before the release of the count (as threadFenceReduction)
             tl.debug_barrier()
             tl.atomic_add(up_cnt + pid_m * SPLIT + (pid_i * BN1) // k_per, 1, sem="release")

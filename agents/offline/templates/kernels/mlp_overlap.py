@@ -17,28 +17,7 @@ def _up_overlap(x_ptr, w1_ptr, b1_ptr, h_ptr, y_ptr, cnt_ptr, M, K, I, N, sxm, s
             e = z0 + zr
             r = (pid_m * BM + e // N).to(tl.int64)
             tl.store(y_ptr + r * sym + (e % N) * syn, tl.zeros((ZB,), dtype=y_ptr.dtype.element_ty), mask=e < rows * N)
-    rm = pid_m * BM + tl.arange(0, BM)
-    ri = pid_n * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        if TMA:
-            av = x_ptr.load([pid_m * BM, k0])
-            bv = w1_ptr.load([pid_n * BN, k0])
-            acc = tl.dot(av, bv.T, acc)
-        else:
-            ka = k0 + rk
-            av = tl.load(x_ptr + rm[:, None] * sxm + ka[None, :] * sxk, mask=(rm[:, None] < M) & (ka[None, :] < K),
-                         other=0.0)
-            bv = tl.load(w1_ptr + ka[:, None] * sw1k + ri[None, :] * sw1i, mask=(ka[:, None] < K) & (ri[None, :] < I),
-                         other=0.0)
-            acc = tl.dot(av, bv, acc)
-    if HAS_B1:
-        acc += tl.load(b1_ptr + ri, mask=ri < I, other=0.0).to(tl.float32)[None, :]
-    v = acc
-    acc = {act}
-    tl.store(h_ptr + rm[:, None] * I + ri[None, :], acc.to(h_ptr.dtype.element_ty),
-             mask=(rm[:, None] < M) & (ri[None, :] < I))
+    _up_tile(x_ptr, w1_ptr, b1_ptr, h_ptr, M, K, I, sxm, sxk, sw1i, sw1k, pid_m, pid_n, HAS_B1, TMA, BM, BN, BK)
     # every thread's stores (and zeros) before the release of the count (as threadFenceReduction)
     tl.debug_barrier()
     tl.atomic_add(cnt_ptr + (pid_m * SPLIT + (pid_n * BN) // k_per) * PAD, 1, sem="release")
