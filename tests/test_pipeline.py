@@ -73,7 +73,9 @@ def test_real_judge_scores_a_fixture_solution(problem):
     for r in rows:
         assert r["speedup"] == pytest.approx(r["t_b_ms"] / r["latency_ms"])
         if r["t_sol_ms"] is not None and r["sol_score"] is not None:
-            assert 0 < r["sol_score"] <= 1
+            # 0 where the call came out under T_SOL: on a loaded CPU the probed roofline can be slower than
+            # the call itself (flagged faster_than_sol, never a negative or a score above 1)
+            assert 0 <= r["sol_score"] <= 1
 
 
 def test_reference_agent_proposes_a_valid_pytorch_solution(problem):
