@@ -1,21 +1,24 @@
 """The offline agent: template and reference-derived candidates, no network, ordered by measurement.
 
 The plan (best bet first) on a GPU: the floor (the reference replayed as a CUDA graph: eager's numerics, one
-launch per call), then template kernels (CUDA C++, then Triton; PyTorch only when asked) for every family the
-reference matches, with their parameter grids; then the reference's Inductor code exported as source
-(``export.py``; only where this process has the device), the torch.compile variants, and the eager reference
-last. On the CPU only pytorch-language candidates are made: the eager reference first, as a sure pass, then
-Inductor's C++ code (``compiled.CPU_VARIANTS``), then the templates. Inductor candidates are checked against
-the eager reference before they are offered (``precheck.py``, where this process can run them); those that
-miss the tolerance are skipped with the reason kept. ``search.SearchPolicy`` picks from the plan with the
-judge's latencies: the floor while nothing has passed, each template group's first variant, then the
-reference's first candidate after them (the bar to clear), then grid neighbours of the fastest passing
-variants, then the other reference-derived groups; it drops broken or clearly slower groups (family ×
-language × binding).
+launch per call), then, where families are found inside a larger reference, the subgraph candidate (those
+regions replaced by the families' kernels, the rest by Inductor, one CUDA graph: ``subgraph/``), then template
+kernels (CUDA C++, then Triton; PyTorch only when asked) for every family the reference matches, with their
+parameter grids, then the subgraph candidate where its families are the whole problem; then the reference's
+Inductor code exported as source (``export.py``; only where this process has the device), the torch.compile
+variants, and the eager reference last. On the CPU only pytorch-language candidates are made: the eager
+reference first, as a sure pass, then Inductor's C++ code (``compiled.CPU_VARIANTS``), then the templates.
+Inductor candidates are checked against the eager reference before they are offered (``precheck.py``, where
+this process can run them); those that miss the tolerance are skipped with the reason kept.
+``search.SearchPolicy`` picks from the plan with the judge's latencies: the floor while nothing has passed,
+each template group's first variant, then the reference's first candidate after them (the bar to clear), then
+grid neighbours of the fastest passing variants, then the other reference-derived groups; it drops broken or
+clearly slower groups (family × language × binding).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -30,9 +33,12 @@ from . import compiled, export, precheck
 from .compiled import CompileVariant
 from .graph import trace_ops
 from .search import Option, SearchPolicy, verdict
-from .templates import FAMILIES, build_solution
+from .subgraph import solution as subgraph_solution
 from .transfer import Kin, priors
+from .templates import FAMILIES, build_solution
 from .templates.probe import Probe
+
+_log = logging.getLogger(__name__)
 
 GPU_LANGUAGE_ORDER = ("cuda_cpp", "triton", "pytorch")
 # With no language asked for on a GPU, PyTorch-language templates are left out: the reference-derived
@@ -72,6 +78,25 @@ def _is_gpu(device: str) -> bool:
     return device.startswith("cuda")
 
 
+def _subgraph(problem: Problem) -> tuple[Planned, bool] | None:
+    """The subgraph candidate, where families are found inside the reference, and whether they were found
+    inside a larger problem (else they are the whole of it); None (the reason logged) where none is, or
+    anything on the way fails: this candidate is never why a plan breaks."""
+    found = subgraph_solution.find(problem)
+    if not found.replaced:
+        _log.info("no subgraph candidate for %s: %s", problem.name, found.why)
+        return None
+    try:
+        sol = subgraph_solution.solution(problem, found)
+    except Exception as e:  # noqa: BLE001 - a candidate that does not render is left out, not fatal
+        _log.warning("subgraph candidate for %s not rendered: %s: %s", problem.name, type(e).__name__, e)
+        return None
+    notes = "families replaced inside the reference, the rest by Inductor: " + "; ".join(
+        r.description for r in found.replaced
+    )
+    return Planned.of(sol, f"subgraph/{'+'.join(found.families)}", notes, inductor=True), found.inside_larger
+
+
 def plan(
     problem: Problem,
     device: str,
@@ -99,6 +124,9 @@ def plan(
             yield _reference(problem, compiled.EAGER, "the reference, eager", floor=True)
             for v in compiled.CPU_VARIANTS:
                 yield _reference(problem, v, f"torch.compile (Inductor C++): {v.name}", inductor=True)
+    sub = _subgraph(problem) if gpu and language in (None, "triton") else None
+    if sub is not None and sub[1]:
+        yield sub[0]
     bound = [(fam, b) for fam in FAMILIES for b in fam.match(problem, sig, probe)]
     for lang in langs:
         for i, (fam, binding) in enumerate(bound):
@@ -114,6 +142,8 @@ def plan(
                     rendered.add(sources)
                     notes = f"template {fam.name} ({lang}) {params}; ops: {sig}"
                     yield Planned.of(sol, f"{fam.name}/{lang}/{i}", notes, params)
+    if sub is not None and not sub[1]:  # the families are the whole problem: its fitted templates go first
+        yield sub[0]
     if want_reference and gpu:
         if exporter is not None:
             for v in export.ordered_variants(problem):

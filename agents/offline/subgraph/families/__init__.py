@@ -1,0 +1,16 @@
+"""The families, in the order ``rewrite`` tries them (a family listed first wins nodes two could claim).
+
+Adding a family: copy a folder (``op.py``: the custom op and its plain-torch semantics; ``kernel.py``: the
+kernel; ``match.py``: its sites) and list its ``FAMILY`` here.
+"""
+
+from __future__ import annotations
+
+from .base import Family
+from .attention import FAMILY as ATTENTION
+from .gated import FAMILY as GATED
+from .rmsnorm import FAMILY as RMSNORM
+
+FAMILIES: tuple[Family, ...] = (RMSNORM, ATTENTION, GATED)
+
+__all__ = ["FAMILIES", "Family"]

@@ -1,0 +1,56 @@
+"""What a subgraph candidate runs: per input signature, capture the reference, replace the families found in
+it, compile the rest with Inductor, and replay the whole call as one CUDA graph.
+
+The candidate's entry file holds the reference and ``agents/offline/replay.py``'s text (its ``_into``,
+``_graphed`` and ``_signature`` are handed to ``Runner``, so the replay machinery is the one every
+reference-derived candidate uses). At the first call of a signature ``Runner`` traces the reference with
+fake tensors, rewrites the graph (each region checked on the call's device, against the family's kernel
+there, before it is replaced), and compiles the rewritten graph in destination-passing form (Inductor's
+kernels store into the judge's output buffers). A reference that does not trace is compiled as it is.
+Off CUDA nothing is compiled: the rewritten graph runs as it is (the families' CPU ops are plain torch).
+
+Shipped inside subgraph candidates: torch only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .capture import NotCapturable, capture
+from .rewrite import Replaced, rewrite
+
+
+@dataclass
+class Runner:
+    """The candidate's entry: ``runner(*inputs, *outputs)`` writes the reference's results into the outputs."""
+
+    fn: Callable[..., Any]  # the reference's run
+    n_outputs: int
+    into: Callable[[Callable[..., Any], int], Callable[..., None]]  # replay._into
+    graphed: Callable[[Callable[..., None], tuple], None]  # replay._graphed
+    signature: Callable[[tuple], Any]  # replay._signature
+    bodies: dict[Any, Callable[..., None]] = field(default_factory=dict)
+    replaced: dict[Any, list[Replaced] | str] = field(default_factory=dict)  # per signature: regions, or why none
+
+    def __call__(self, *args: Any) -> None:
+        sig = self.signature(args)
+        body = self.bodies.get(sig)
+        if body is None:
+            body = self.bodies[sig] = self._build(sig, args[: len(args) - self.n_outputs])
+        self.graphed(body, args)
+
+    def _build(self, sig: Any, inputs: tuple) -> Callable[..., None]:
+        tensors = [a for a in inputs if isinstance(a, torch.Tensor)]
+        device = tensors[0].device if tensors else torch.device("cpu")
+        target: Callable[..., Any] = self.fn
+        try:
+            gm, done = rewrite(capture(self.fn, inputs), device)
+            self.replaced[sig] = done
+            target = gm
+        except NotCapturable as e:
+            self.replaced[sig] = str(e)
+        body = self.into(target, self.n_outputs)
+        return torch.compile(body, dynamic=False) if device.type == "cuda" else body
