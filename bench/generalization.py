@@ -8,7 +8,8 @@ stopped), each a subprocess so one step's crash is recorded and the others still
 2. ``agents``: the offline agent's candidates judged (``bench/bench_offline_agents.py``) against those T_b.
 3. ``summary``: a Markdown table per problem and per kind, and the headline numbers: share of problems with a
    passing candidate other than the bare reference, geomean of the best candidate over T_b, share above T_b,
-   median SOL score, problems under 0.9x T_b, REWARD_HACK verdicts and crashes.
+   median SOL score, problems under 0.9x T_b, REWARD_HACK verdicts and crashes; per subgraph family
+   (``agents/offline/subgraph``), the problems whose subgraph candidate held it, passed, won, and its speed.
 
     solforge problems generate --seed 7 --count 40 -o kernels_tmp/gen7
     python bench/generalization.py kernels_tmp/gen7 --device cuda --work kernels_tmp/gen7_run -o gen7.md
@@ -34,7 +35,10 @@ from pathlib import Path
 from problem_args import problems_parser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from agents.offline.subgraph.families import FAMILIES  # noqa: E402
 from sol_bench.problem import find_problems  # noqa: E402
+
+FAMILY_NAMES = tuple(f.name for f in FAMILIES)
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = ("tb", "agents", "summary")
@@ -98,6 +102,53 @@ def rows(kinds: dict[str, str], records: list[dict], failure: str | None) -> lis
         out.append(ProblemRow(name, kind, r.get("best"), r.get("passed", 0), r.get("tried", 0), r.get("vs_tb"),
                               r.get("sol_score"), hacks, r.get("error")))  # fmt: skip
     return out
+
+
+SUBGRAPH_PREFIX = "subgraph_"  # the subgraph candidate's name: subgraph_<family>_<family>...
+
+
+@dataclass(frozen=True)
+class FamilyRow:
+    """How the subgraph candidates holding one family did: problems where one was judged, passed, was the best,
+    and the geomean over T_b of the passing ones."""
+
+    family: str
+    tried: int
+    passed: int
+    best: int
+    vs_tb: float | None
+
+
+def family_rows(records: list[dict], families: tuple[str, ...]) -> list[FamilyRow]:
+    """Per family, from each record's per-candidate statuses and latencies: a subgraph candidate's vs T_b is the
+    best candidate's times the ratio of their latencies (both judged on the same workloads against the same T_b)."""
+    out = []
+    for family in families:
+        tried = passed = best = 0
+        wins: list[float] = []
+        for r in records:
+            names = [n for n in r.get("statuses", {}) if n.startswith(SUBGRAPH_PREFIX) and family in
+                     n.removeprefix(SUBGRAPH_PREFIX).split("_")]  # fmt: skip
+            if not names:
+                continue
+            tried += 1
+            ok = [n for n in names if r["statuses"][n] == ["PASSED"]]
+            passed += bool(ok)
+            best += r.get("best") in names
+            ms, best_ms, vs_tb = r.get("tried_ms", {}), r.get("latencies_ms"), r.get("vs_tb")
+            for n in ok[:1]:
+                mine, theirs = ms.get(n), best_ms
+                if mine and theirs and vs_tb and mine.keys() == theirs.keys():
+                    wins.append(vs_tb * geomean([theirs[k] / mine[k] for k in mine]))
+        out.append(FamilyRow(family, tried, passed, best, geomean(wins)))
+    return out
+
+
+def render_families(rows_: list[FamilyRow]) -> str:
+    lines = ["", "| subgraph family | problems tried | passed | best candidate | geomean vs T_b where passed |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    lines += [f"| {r.family} | {r.tried} | {r.passed} | {r.best} | {fmt(r.vs_tb, suffix='x')} |" for r in rows_]
+    return "\n".join(lines) + "\n"
 
 
 def fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
@@ -231,7 +282,7 @@ def main() -> int:
     records = read_records(args.work)
     rs = rows(problem_kinds(args.problems), records, failures.get("agents"))
     title = f"# Generality: {', '.join(map(str, args.problems))} on {args.device}, {args.workloads} workloads each"
-    text = render(rs, title)
+    text = render(rs, title) + render_families(family_rows(records, FAMILY_NAMES))
     if failures:
         text += "\n" + "\n".join(f"- step {k}: {v} (see {log})" for k, v in failures.items()) + "\n"
     args.output.write_text(text)

@@ -85,3 +85,29 @@ def test_gpus_deal_problems_into_shards_one_gpu_each_and_the_summary_reads_them_
     assert all(c[c.index("--steps") + 1] == "tb,agents" and c[c.index("--device") + 1] == "cuda" for c, _ in started)
     h = json.loads((work / "headline.json").read_text())
     assert h["problems"] == 5 and h["real_candidate"] == 4 and h["crashed"] == 1  # e: its shard wrote no record
+
+
+def test_summary_says_per_subgraph_family_where_it_was_tried_passed_won_and_its_speed(tmp_path: Path, monkeypatch) -> None:
+    gen = _module(monkeypatch)
+    ms = {"w1": 1.0, "w2": 4.0}
+    records = [
+        # the subgraph candidate is the best: its vs T_b is the record's
+        {"problem": "a", "best": "subgraph_rmsnorm_gated", "vs_tb": 1.5, "latencies_ms": ms,
+         "statuses": {"ref_eager_cudagraph": ["PASSED"], "subgraph_rmsnorm_gated": ["PASSED"]},
+         "tried_ms": {"ref_eager_cudagraph": {"w1": 2.0, "w2": 8.0}, "subgraph_rmsnorm_gated": ms}},
+        # a template won; the subgraph candidate took twice as long on every workload: half the best's vs T_b
+        {"problem": "b", "best": "rmsnorm_triton", "vs_tb": 2.0, "latencies_ms": ms,
+         "statuses": {"rmsnorm_triton": ["PASSED"], "subgraph_rmsnorm": ["PASSED"]},
+         "tried_ms": {"rmsnorm_triton": ms, "subgraph_rmsnorm": {"w1": 2.0, "w2": 8.0}}},
+        # tried and failed
+        {"problem": "c", "best": "ref_eager_cudagraph", "vs_tb": 1.0, "latencies_ms": ms,
+         "statuses": {"ref_eager_cudagraph": ["PASSED"], "subgraph_attention": ["INCORRECT_NUMERICAL"]}},
+        {"problem": "d", "best": None, "statuses": {}},
+    ]  # fmt: skip
+    rows = {r.family: r for r in gen.family_rows(records, ("rmsnorm", "gated", "attention", "rope"))}
+    assert (rows["rmsnorm"].tried, rows["rmsnorm"].passed, rows["rmsnorm"].best) == (2, 2, 1)
+    assert abs(rows["rmsnorm"].vs_tb - (1.5 * 1.0) ** 0.5) < 1e-9  # geomean of 1.5 (a) and 2.0 / 2 (b)
+    assert (rows["gated"].tried, rows["gated"].best, rows["gated"].vs_tb) == (1, 1, 1.5)
+    assert (rows["attention"].tried, rows["attention"].passed, rows["attention"].vs_tb) == (1, 0, None)
+    assert rows["rope"].tried == 0
+    assert "| rmsnorm | 2 | 2 | 1 | 1.22x |" in gen.render_families(list(rows.values()))
