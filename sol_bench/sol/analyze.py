@@ -15,7 +15,7 @@ bulky values on meta and the rest real, the routing seeing values like those of 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -218,43 +218,27 @@ def analyze_workload(
     # Any failure on meta tensors (data-dependent ops, ops with no meta kernel, reference code that inspects
     # values) is retried on real inputs below, or reported with its cause; it never yields a result.
     except Exception as meta_error:  # noqa: BLE001
-        reason = f"{type(meta_error).__name__}: {str(meta_error).splitlines()[0] if str(meta_error) else ''}"
+        reason = f"{type(meta_error).__name__}: {_first_line(meta_error)}"
+        where = f"{definition.name}/{workload.uuid}: cannot trace on meta tensors ({reason})"
         if real_device is None:
-            raise SolAnalysisError(
-                f"{definition.name}/{workload.uuid}: cannot trace on meta tensors ({reason})"
-            ) from meta_error
+            raise SolAnalysisError(where) from meta_error
         size = _declared_input_bytes(definition, definition.resolve_axes(workload.axes))
         if size > real_cap_bytes:
-            try:
-                counter, traffic = _mixed_trace(definition, workload, reference, real_device, real_cap_bytes, ctx, seed)
-            except InputError:
-                raise
-            except Exception as mixed_error:  # noqa: BLE001 - reported with both causes
-                raise SolAnalysisError(
-                    f"{definition.name}/{workload.uuid}: cannot trace on meta tensors ({reason}); its inputs "
-                    f"({size / 2**20:.0f} MiB) exceed the real-execution cap ({real_cap_bytes / 2**20:.0f} MiB) and "
-                    f"the mixed trace failed too ({type(mixed_error).__name__}: {_first_line(mixed_error)})"
-                ) from mixed_error
+            counter, traffic = _or_report(
+                lambda: _mixed_trace(definition, workload, reference, real_device, real_cap_bytes, ctx, seed),
+                f"{where}; its inputs ({size / 2**20:.0f} MiB) exceed the real-execution cap "
+                f"({real_cap_bytes / 2**20:.0f} MiB) and the mixed trace failed too",
+            )
             return _result(definition, workload, hardware, counter, traffic, "mixed")
-        try:
-            with on_device(real_device):
-                inputs = make_inputs(definition, workload, real_device, seed, reference=reference, ctx=ctx)
-            counter, traffic = _trace(definition, workload, reference, inputs, real_device)
-        except InputError:
-            raise
-        except Exception as real_error:  # noqa: BLE001 - reported with both causes
-            raise SolAnalysisError(
-                f"{definition.name}/{workload.uuid}: cannot trace on meta tensors ({reason}) nor on "
-                f"{real_device} ({type(real_error).__name__}: {real_error})"
-            ) from real_error
+        counter, traffic = _or_report(
+            lambda: _real_trace(definition, workload, reference, real_device, ctx, seed), f"{where} nor on {real_device}"
+        )
         method = "real"
     if method == "meta" and counter.data_dependent and real_device is not None:
         # What the routing reads is bounded on meta; real inputs that fit give the exact count, a mixed
         # trace the count for generated inputs (kept only when it runs: the bound stands otherwise).
         if _declared_input_bytes(definition, definition.resolve_axes(workload.axes)) <= real_cap_bytes:
-            with on_device(real_device):
-                inputs = make_inputs(definition, workload, real_device, seed, reference=reference, ctx=ctx)
-            counter, traffic = _trace(definition, workload, reference, inputs, real_device)
+            counter, traffic = _real_trace(definition, workload, reference, real_device, ctx, seed)
             method = "real"
         else:
             try:
@@ -271,9 +255,30 @@ def _first_line(error: BaseException) -> str:
     return str(error).splitlines()[0] if str(error) else ""
 
 
+_Traced = tuple[GraphCounter, list[tuple[torch.dtype | None, int]]]
+
+
+def _or_report(trace: Callable[[], _Traced], why: str) -> _Traced:
+    """``trace()``; a bad input passes through, any other failure becomes a SolAnalysisError: ``why`` and its cause."""
+    try:
+        return trace()
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001 - reported with its cause
+        raise SolAnalysisError(f"{why} ({type(e).__name__}: {_first_line(e)})") from e
+
+
+def _real_trace(
+    definition: Definition, workload: Workload, reference: Reference, device: str, ctx: InputContext, seed: int
+) -> _Traced:
+    with on_device(device):
+        inputs = make_inputs(definition, workload, device, seed, reference=reference, ctx=ctx)
+    return _trace(definition, workload, reference, inputs, device)
+
+
 def _mixed_trace(
     definition: Definition, workload: Workload, reference: Reference, device: str, cap: int, ctx: InputContext, seed: int
-) -> tuple[GraphCounter, list[tuple[torch.dtype | None, int]]]:
+) -> _Traced:
     """Trace with tensors above a quarter of ``cap`` and big matmuls on meta, the rest on ``device``."""
     with spilling(device, max_tensor_bytes=cap // 4, max_macs=MIXED_MAX_MACS, seed=seed):
         with on_device(device):
