@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any
 from solforge.planning.types import ProblemStats
 
 from .query import connect
+from .report_queries import solution_file
 
 # A candidate counts for a problem only when every workload of it passed; its score is the mean SOL
 # score and its speedups the geometric means over workloads.
@@ -79,21 +81,43 @@ def problem_stats(data_dir: Path | str, run_id: str, last_round_attempts: dict[s
 
 @dataclass(frozen=True)
 class ProblemResult:
+    """A problem's best results in a run, over the passing candidates other than the bare eager reference (its
+    "speedup" over eager is the noise of timing the same code twice); ``reference_only`` when it alone passed."""
+
     problem: str
     attempts: int
     passed: int
     best_speedup_vs_eager: float | None
     best_speedup: float | None
     best_sol_score: float | None
+    reference_only: bool = False
+
+
+# The eager reference as solforge's own agents offer it: the reference agent's candidate and the offline
+# agent's sure pass (``agents/offline/compiled.py``'s ``eager`` variant).
+_REFERENCE_AUTHORS = frozenset({"solforge-reference"})
+_REFERENCE_SUFFIX = "__ref_eager"
+
+
+def is_bare_reference(solution: dict[str, Any]) -> bool:
+    return solution.get("author") in _REFERENCE_AUTHORS or str(solution.get("name", "")).endswith(_REFERENCE_SUFFIX)
+
+
+def _bare_reference(data_dir: Path | str, run_id: str, candidate_id: str) -> bool:
+    try:
+        return is_bare_reference(json.loads(solution_file(data_dir, run_id, candidate_id).read_text()))
+    except (OSError, ValueError):
+        return False
 
 
 def problem_results(data_dir: Path | str, run_id: str) -> list[ProblemResult]:
     by_problem: dict[str, list[dict[str, Any]]] = {}
     for r in candidate_summaries(data_dir, run_id):
+        r["reference"] = _bare_reference(data_dir, run_id, r["candidate_id"])
         by_problem.setdefault(r["problem"], []).append(r)
 
     def best(rs: list[dict[str, Any]], key: str) -> float | None:
-        vals = [r[key] for r in rs if r["passed"] and r[key] is not None]
+        vals = [r[key] for r in rs if r["passed"] and not r["reference"] and r[key] is not None]
         return max(vals) if vals else None
 
     return [
@@ -104,6 +128,7 @@ def problem_results(data_dir: Path | str, run_id: str) -> list[ProblemResult]:
             best_speedup_vs_eager=best(rs, "speedup_vs_eager"),
             best_speedup=best(rs, "speedup"),
             best_sol_score=best(rs, "sol_score"),
+            reference_only=any(r["passed"] for r in rs) and all(r["reference"] for r in rs if r["passed"]),
         )
         for p, rs in sorted(by_problem.items())
     ]
@@ -112,7 +137,8 @@ def problem_results(data_dir: Path | str, run_id: str) -> list[ProblemResult]:
 def aggregates(results: list[ProblemResult]) -> dict[str, float | int | None]:
     """Geomean speedup vs T_b, fraction beating it, fraction > 2x, median and mean SOL score.
 
-    A problem with no passing candidate counts as speedup 1 (the baseline still runs) and SOL score 0.
+    A problem with no passing candidate other than the bare eager reference counts as speedup 1 (the baseline
+    still runs) and SOL score 0: the reference is what the user had, not what the run made.
     """
     n = len(results)
     if n == 0:
