@@ -49,7 +49,7 @@ REGISTRY: dict[str, AgentKind] = {
     k.name: k
     for k in (
         AgentKind(
-            "offline", frozenset({"pytorch", "triton", "cuda_cpp"}), needs_network=False, needs_gpu=False,
+            "offline", frozenset({"pytorch", "triton", "cuda_cpp", "cute_dsl"}), needs_network=False, needs_gpu=False,
             needs_model=False, factory=_offline,
             description="templates matched to the reference's ops + torch.compile variants; pytorch-only on CPU",
         ),

@@ -121,7 +121,8 @@ def test_registry_flags_and_errors():
     with pytest.raises(ValueError, match="needs a model"):
         make_agent("llm", language="triton")
     with pytest.raises(ValueError, match="does not write"):
-        make_agent("offline", language="cute_dsl")
+        make_agent("offline", language="cutile")
+    assert make_agent("offline", language="cute_dsl").name == "offline:cute_dsl"
     assert make_agent("offline", language="triton").name == "offline:triton"
 
 

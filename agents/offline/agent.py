@@ -3,10 +3,10 @@
 The plan (best bet first) on a GPU: the floor (the reference replayed as a CUDA graph: eager's numerics, one
 launch per call), then, where families are found inside a larger reference, the subgraph candidate (those
 regions replaced by the families' kernels, the rest by Inductor, one CUDA graph: ``subgraph/``), then template
-kernels (CUDA C++, then Triton; PyTorch only when asked) for every family the reference matches, with their
-parameter grids, then the subgraph candidate where its families are the whole problem; then the reference's
-Inductor code exported as source (``export.py``; only where this process has the device), the torch.compile
-variants, and the eager reference last. On the CPU only pytorch-language candidates are made: the eager
+kernels (CUDA C++, then Triton, then CuTe DSL; PyTorch only when asked) for every family the reference
+matches, with their parameter grids, then the subgraph candidate where its families are the whole problem; then
+the reference's Inductor code exported as source (``export.py``; only where this process has the device), the
+torch.compile variants, and the eager reference last. On the CPU only pytorch-language candidates are made: the eager
 reference first, as a sure pass, then Inductor's C++ code (``compiled.CPU_VARIANTS``), then the templates.
 Inductor candidates are checked against the eager reference before they are offered (``precheck.py``, where
 this process can run them); those that miss the tolerance are skipped with the reason kept.
@@ -18,6 +18,7 @@ clearly slower groups (family × language × binding).
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from dataclasses import dataclass, field
 from functools import partial
@@ -40,10 +41,16 @@ from .templates.probe import Probe
 
 _log = logging.getLogger(__name__)
 
-GPU_LANGUAGE_ORDER = ("cuda_cpp", "triton", "pytorch")
+GPU_LANGUAGE_ORDER = ("cuda_cpp", "triton", "cute_dsl", "pytorch")
 # With no language asked for on a GPU, PyTorch-language templates are left out: the reference-derived
 # candidates (torch.compile variants, eager) already cover PyTorch there, and measured faster.
-GPU_LANGUAGE_AUTO = ("cuda_cpp", "triton")
+GPU_LANGUAGE_AUTO = ("cuda_cpp", "triton", "cute_dsl")
+
+
+def _writable(language: str) -> bool:
+    """Whether candidates in ``language`` can run here: CuTe DSL needs the ``cutlass`` package (the ``gpu``
+    extra); without it, unasked, its candidates would only fail."""
+    return language != "cute_dsl" or importlib.util.find_spec("cutlass") is not None
 
 
 @dataclass(frozen=True)
@@ -113,7 +120,7 @@ def plan(
     gpu = _is_gpu(device)
     probe = probe if probe is not None else Probe(problem)
     sig = trace_ops(problem)
-    langs = GPU_LANGUAGE_AUTO if gpu else ("pytorch",)
+    langs = tuple(lang for lang in GPU_LANGUAGE_AUTO if _writable(lang)) if gpu else ("pytorch",)
     if language is not None:
         langs = tuple(lang for lang in (GPU_LANGUAGE_ORDER if gpu else langs) if lang == language)
     want_reference = language in (None, "pytorch")
