@@ -349,3 +349,174 @@ def test_family_coverage_reports_where_each_family_was_found(tmp_path):
         "| tiny_swiglu | gated x1 | no (the whole problem) | match (fp32: 1 regions; native: 1 regions) |",
     ]
     assert "## Nothing found: 0 problems" in text
+
+
+def _rope_half(x, cos, sin):
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+def _rope_interleaved(x, cos, sin):
+    return x * cos + torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2) * sin
+
+
+def _rope_partial(x, cos, sin):  # the first cos.shape[-1] columns rotated, the rest passed through (GPT-NeoX)
+    rot = cos.shape[-1]
+    return torch.cat((_rope_half(x[..., :rot], cos, sin), x[..., rot:]), dim=-1)
+
+
+def _rope_pairwise(x, cos, sin, interleaved=False):  # vLLM's spelling: cos and sin one value per pair
+    x1, x2 = (x[..., 0::2], x[..., 1::2]) if interleaved else x.chunk(2, dim=-1)
+    o1, o2 = x1 * cos - x2 * sin, x2 * cos + x1 * sin
+    return torch.stack((o1, o2), dim=-1).flatten(-2) if interleaved else torch.cat((o1, o2), dim=-1)
+
+
+def _rope_complex(x, freqs):  # Llama's original spelling: pairs as complex numbers
+    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(pairs * freqs).flatten(-2).type_as(x)
+
+
+def _angles(positions, rot_dim):
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, rot_dim, 2, dtype=torch.float32) / rot_dim))
+    return positions.float()[:, None] * inv_freq[None, :]  # [s, rot_dim / 2]
+
+
+def _rope_attention(spelling):
+    """Causal GQA over [s, hidden] with RoPE on q and k, cos/sin (or the complex frequencies) computed from
+    positions inside the graph."""
+
+    def apply(t, positions):
+        d = t.shape[-1]
+        a = _angles(positions, d // 2 if "partial" in spelling else d)
+        if spelling == "pairwise":
+            return _rope_pairwise(t.float(), a.cos()[:, None], a.sin()[:, None]).to(t.dtype)
+        if spelling == "pairwise_interleaved_partial":
+            tf, rot = t.float(), d // 2
+            rotated = _rope_pairwise(tf[..., :rot], a.cos()[:, None], a.sin()[:, None], interleaved=True)
+            return torch.cat((rotated, tf[..., rot:]), dim=-1).to(t.dtype)
+        if spelling == "complex":
+            return _rope_complex(t, torch.polar(torch.ones_like(a), a)[:, None])
+        emb = a.repeat_interleave(2, dim=-1) if spelling == "interleaved" else torch.cat((a, a), dim=-1)
+        rope = {"half": _rope_half, "interleaved": _rope_interleaved, "partial": _rope_partial}[spelling]
+        return rope(t.float(), emb.cos()[:, None], emb.sin()[:, None]).to(t.dtype)
+
+    def f(x, wq, wk, wv, positions):
+        s = x.shape[0]
+        q = apply((x @ wq.t()).view(s, HEADS, HEAD_DIM), positions).transpose(0, 1)
+        k = apply((x @ wk.t()).view(s, KV_HEADS, HEAD_DIM), positions).transpose(0, 1)
+        v = (x @ wv.t()).view(s, KV_HEADS, HEAD_DIM).transpose(0, 1)
+        group = HEADS // KV_HEADS
+        k, v = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)
+        o = torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True)[0]
+        return o.transpose(0, 1).reshape(s, HEADS * HEAD_DIM)
+
+    return f
+
+
+@pytest.mark.parametrize(
+    "spelling, expected",
+    [("half", "rot_dim=16, interleaved=False, pair_cos=False, out_dtype=torch.float32)"),
+     ("interleaved", "rot_dim=16, interleaved=True, pair_cos=False, out_dtype=torch.float32)"),
+     ("partial", "rot_dim=8, interleaved=False, pair_cos=False, out_dtype=torch.float32)"),  # of head_dim 16
+     ("pairwise", "rot_dim=16, interleaved=False, pair_cos=True, out_dtype=torch.float32)"),
+     ("pairwise_interleaved_partial", "rot_dim=8, interleaved=True, pair_cos=True, out_dtype=torch.float32)"),
+     ("complex", "rot_dim=16, out_dtype=torch.float32)")],
+)  # fmt: skip
+def test_rope_on_q_and_k_inside_attention_is_replaced_and_output_matches(spelling, expected):
+    f = _rope_attention(spelling)
+    args = [torch.randn(7, HIDDEN), torch.randn(HEADS * HEAD_DIM, HIDDEN) * HIDDEN**-0.5,
+            torch.randn(KV_HEADS * HEAD_DIM, HIDDEN) * HIDDEN**-0.5, torch.randn(KV_HEADS * HEAD_DIM, HIDDEN),
+            torch.arange(3, 10)]  # fmt: skip
+    want = f(*args)
+    gm, replaced = rewrite(capture(f, args))
+    assert Counter(r.family for r in replaced) == {"rope": 2, "attention": 1}, replaced
+    assert [r.description.split("; ")[1] for r in replaced if r.family == "rope"] == [expected] * 2, replaced
+    calls = [n for n in gm.graph.nodes if target_name(n) in ("rope", "rope_complex")]
+    # q and k reach the ops as the projections' [s, heads, d] views, before the transpose
+    assert [tuple(n.args[0].meta["val"].shape) for n in calls] == [(7, HEADS, HEAD_DIM), (7, KV_HEADS, HEAD_DIM)]
+    ops = _ops(gm)
+    assert ops["rope" if spelling != "complex" else "rope_complex"] == 2
+    # the rotation is gone; cos and sin (what the ops take) are still computed in the graph
+    assert not {"neg", "sub", "stack", "view_as_complex", "view_as_real"} & set(ops), ops
+    assert ops["cos"] + ops["polar"] >= 1
+    torch.testing.assert_close(gm(*args), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [("return _rope_half(x.float(), cos, sin).to(x.dtype)",  # x taken before .float()
+      "rope(x_1, cos_1, sin_1; rot_dim=16, interleaved=False, pair_cos=False, out_dtype=torch.bfloat16)"),
+     ("return _rope_interleaved(x, cos.to(x.dtype), sin.to(x.dtype))",  # in bfloat16
+      "rope(x_1, _to_copy, _to_copy_1; rot_dim=16, interleaved=True, pair_cos=False, out_dtype=torch.bfloat16)"),
+     ("return _rope_partial(x, cos[..., :8], sin[..., :8])",
+      "rope(x_1, slice_1, slice_2; rot_dim=8, interleaved=False, pair_cos=False, out_dtype=torch.float32)"),
+     ("return _rope_half(x, cos, sin) + 0.0 * y", "rope(x_1, cos_1, sin_1;"),
+     ("return _rope_half(x[..., :8], cos[..., :8], sin[..., :8])",  # no pass-through: the rotated part alone
+      "rope(slice_1, slice_2, slice_3; rot_dim=8"),
+     ("return _rope_pairwise(x, cos[..., :8], sin[..., :8])",
+      "rope(x_1, slice_1, slice_2; rot_dim=16, interleaved=False, pair_cos=True, out_dtype=torch.float32)"),
+     ("return _rope_pairwise(x, cos[..., :8], sin[..., :8], interleaved=True)",
+      "rope(x_1, slice_1, slice_2; rot_dim=16, interleaved=True, pair_cos=True, out_dtype=torch.float32)"),
+     ("return x * cos + torch.cat((-y[..., 8:], y[..., :8]), dim=-1) * sin", None),  # y is not x
+     ("return x * cos + torch.cat((x[..., 8:], -x[..., :8]), dim=-1) * sin", None),  # the other sign
+     ("return x * cos + torch.cat((-x[..., :8], x[..., 8:]), dim=-1) * sin", None),  # halves not swapped
+     ("return x * cos + torch.stack((-x[..., ::2], x[..., 1::2]), dim=-1).flatten(-2) * sin", None),
+     ("return x * cos + torch.flip(x, [-1]) * sin", None),
+     ("x1, x2 = x.chunk(2, dim=-1)\n    c, s = cos[..., :8], sin[..., :8]\n"
+      "    return torch.cat((x1 * c - x2 * s, x2 * c - x1 * s), dim=-1)", None),  # pairwise, a sign off
+     ("x1, x2 = x.chunk(2, dim=-1)\n    c, s = cos[..., :8], sin[..., :8]\n"
+      "    return torch.cat((x1 * c - x2 * s, x2 * s + x1 * c), dim=-1)", None)],  # pairwise, cos and sin swapped
+    ids=["half_widened", "interleaved_bf16", "partial", "half_beside_other_compute", "rotated_part_only",
+         "pairwise_chunked", "pairwise_interleaved", "other_tensor_decoy", "wrong_sign_decoy", "not_swapped_decoy",
+         "interleaved_not_swapped_decoy", "flip_decoy", "pairwise_sign_decoy", "pairwise_swapped_decoy"],
+)  # fmt: skip
+def test_rope_spellings_and_decoys(body, expected):
+    ns: dict = {"torch": torch, "_rope_half": _rope_half, "_rope_interleaved": _rope_interleaved,
+                "_rope_partial": _rope_partial, "_rope_pairwise": _rope_pairwise}  # fmt: skip
+    exec(f"def f(x, y, cos, sin):\n    {body}\n", ns)
+    args = [torch.randn(5, 3, 16, dtype=torch.bfloat16), torch.randn(5, 3, 16, dtype=torch.bfloat16),
+            torch.randn(5, 1, 16), torch.randn(5, 1, 16)]  # fmt: skip
+    gm, replaced = rewrite(capture(ns["f"], args))
+    descriptions = [r.description for r in replaced]
+    if expected is None:
+        assert descriptions == []
+    else:
+        assert len(descriptions) == 1 and descriptions[0].startswith(expected), descriptions
+        assert not {"neg", "sub", "cat", "stack"} & set(_ops(gm)), _ops(gm)
+    torch.testing.assert_close(gm(*args), ns["f"](*args), rtol=2e-2, atol=2e-2)
+
+
+_INTERPRETED_ROPE = """
+import itertools, json, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from agents.offline.subgraph.families.rope.kernel import rope
+from agents.offline.subgraph.families.rope.op import _rope, _rope_complex
+torch.manual_seed(0)
+x = torch.randn(5, 3, 24).transpose(0, 1)  # [heads, s, d] read through its strides
+cos, sin = torch.randn(5, 1, 24).transpose(0, 1), torch.randn(5, 1, 24).transpose(0, 1)
+err = {}
+for rot, inter, pair in itertools.product((24, 10), (False, True), (False, True)):  # 10: masked pairs and rest
+    c, s = cos[..., : rot // 2 if pair else rot], sin[..., : rot // 2 if pair else rot]
+    err[f"rope_{rot}_{inter}_{pair}"] = (rope(x, c, s, rot, inter, pair, torch.float32)
+                                         - _rope(x, c, s, rot, inter, pair, torch.float32)).abs().max().item()
+x4 = torch.randn(2, 3, 5, 24)
+freqs = torch.polar(torch.ones(3, 5, 12), torch.randn(3, 5, 12))
+for rot in (24, 8):
+    parts = torch.view_as_real(freqs[..., : rot // 2])
+    err[f"complex_{rot}"] = (rope(x4, parts[..., 0], parts[..., 1], rot, True, True, torch.float32)
+                             - _rope_complex(x4, freqs[..., : rot // 2], rot, torch.float32)).abs().max().item()
+x5 = torch.randn(2, 2, 3, 5, 24)  # more than three leading dims, rounded once to bfloat16 on the store
+got = rope(x5.bfloat16(), cos[0], sin[0], 24, False, False, torch.bfloat16).float()
+want = _rope(x5.bfloat16(), cos[0], sin[0], 24, False, False, torch.float32)
+err["bf16_in_ulps"] = ((got - want).abs() / (want.abs() * 2.0**-7 + 1e-6)).max().item()
+print("RESULT" + json.dumps(err))
+"""
+
+
+@pytest.mark.slow
+def test_rope_triton_kernel_matches_its_ops_under_the_interpreter():
+    err = run_interpreted(_INTERPRETED_ROPE, [], timeout_s=240)
+    # one rounding of the fp32 result, nothing more (the interpreter truncates where a GPU rounds to nearest)
+    assert err.pop("bf16_in_ulps") <= 1.0, err
+    assert max(err.values()) < 1e-4, err

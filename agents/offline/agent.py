@@ -1,12 +1,12 @@
 """The offline agent: template and reference-derived candidates, no network, ordered by measurement.
 
 The plan (best bet first) on a GPU: the floor (the reference replayed as a CUDA graph: eager's numerics, one
-launch per call), then, where families are found inside a larger reference, the subgraph candidate (those
-regions replaced by the families' kernels, the rest by Inductor, one CUDA graph: ``subgraph/``), then template
-kernels (CUDA C++, then Triton, then CuTe DSL; PyTorch only when asked) for every family the reference
-matches, with their parameter grids, then the subgraph candidate where its families are the whole problem; then
-the reference's Inductor code exported as source (``export.py``; only where this process has the device), the
-torch.compile variants, and the eager reference last. On the CPU only pytorch-language candidates are made: the eager
+launch per call), then, where families are found inside a larger reference that no template binds whole, the
+subgraph candidate (those regions replaced by the families' kernels, the rest by Inductor, one CUDA graph:
+``subgraph/``), then template kernels (CUDA C++, then Triton, then CuTe DSL; PyTorch only when asked) for every
+family the reference matches, with their parameter grids, then the subgraph candidate where a template binds;
+then the reference's Inductor code exported as source (``export.py``; only where this process has the device),
+the torch.compile variants, and the eager reference last. On the CPU only pytorch-language candidates are made: the eager
 reference first, as a sure pass, then Inductor's C++ code (``compiled.CPU_VARIANTS``), then the templates.
 Inductor candidates are checked against the eager reference before they are offered (``precheck.py``, where
 this process can run them); those that miss the tolerance are skipped with the reason kept.
@@ -132,9 +132,12 @@ def plan(
             for v in compiled.CPU_VARIANTS:
                 yield _reference(problem, v, f"torch.compile (Inductor C++): {v.name}", inductor=True)
     sub = _subgraph(problem) if gpu and language in (None, "triton") else None
-    if sub is not None and sub[1]:
-        yield sub[0]
     bound = [(fam, b) for fam in FAMILIES for b in fam.match(problem, sig, probe)]
+    # A template bound to the problem is one kernel for all of it; the subgraph candidate leads only where no
+    # template binds and its families sit inside a larger problem.
+    sub_first = sub is not None and sub[1] and not bound
+    if sub is not None and sub_first:
+        yield sub[0]
     for lang in langs:
         for i, (fam, binding) in enumerate(bound):
             for r in fam.renderers:
@@ -149,7 +152,7 @@ def plan(
                     rendered.add(sources)
                     notes = f"template {fam.name} ({lang}) {params}; ops: {sig}"
                     yield Planned.of(sol, f"{fam.name}/{lang}/{i}", notes, params)
-    if sub is not None and not sub[1]:  # the families are the whole problem: its fitted templates go first
+    if sub is not None and not sub_first:
         yield sub[0]
     if want_reference and gpu:
         if exporter is not None:

@@ -10,7 +10,8 @@ from .base import Family
 from .attention import FAMILY as ATTENTION
 from .gated import FAMILY as GATED
 from .rmsnorm import FAMILY as RMSNORM
+from .rope import FAMILY as ROPE
 
-FAMILIES: tuple[Family, ...] = (RMSNORM, ATTENTION, GATED)
+FAMILIES: tuple[Family, ...] = (RMSNORM, ROPE, ATTENTION, GATED)
 
 __all__ = ["FAMILIES", "Family"]
