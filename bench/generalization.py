@@ -18,6 +18,11 @@ stopped), each a subprocess so one step's crash is recorded and the others still
 ``--gpus N`` splits the problems round-robin into N shards, each a child run of this script on one GPU
 (``CUDA_VISIBLE_DEVICES``) with its own work directory ``WORK/shard<i>``, all at once; the summary reads every
 shard's records. A multi-GPU machine measures N problems at a time for the same device time.
+
+``--batch N`` runs T_b and the agents N problems at a time, in an order that deals the kinds round-robin, so a
+run stopped early covers every kind; with ``--deadline S`` no batch starts once the ones so far (at their mean
+pace) would end past S seconds. Problems left for the deadline are listed as skipped, not as crashes, and a later
+run with the same ``--work`` goes on with them.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +62,7 @@ class ProblemRow:
     sol: float | None
     reward_hacks: int
     crashed: str | None
+    skipped: bool = False
 
     @property
     def has_real_candidate(self) -> bool:
@@ -89,11 +96,14 @@ def run_step(cmd: list[str], log: Path, timeout_s: float) -> str | None:
     return None if rc == 0 else f"exit {rc}"
 
 
-def rows(kinds: dict[str, str], records: list[dict], failure: str | None) -> list[ProblemRow]:
+def rows(kinds: dict[str, str], records: list[dict], failure: str | None, skipped: set[str] = frozenset()) -> list[ProblemRow]:
     by_name = {r["problem"]: r for r in records}
     out = []
     for name, kind in sorted(kinds.items()):
         r = by_name.get(name)
+        if r is None and name in skipped:
+            out.append(ProblemRow(name, kind, None, 0, 0, None, None, 0, None, skipped=True))
+            continue
         if r is None:
             out.append(ProblemRow(name, kind, None, 0, 0, None, None, 0, failure or "not reached"))
             continue
@@ -155,11 +165,13 @@ def fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
     return "–" if x is None else f"{x:{spec}}{suffix}"
 
 
-def headline(rs: list[ProblemRow]) -> dict[str, float | int | None]:
+def headline(rows_: list[ProblemRow]) -> dict[str, float | int | None]:
+    rs = [r for r in rows_ if not r.skipped]
     tb = [r.vs_tb for r in rs if r.vs_tb]
     sols = [r.sol for r in rs if r.sol is not None]
     return {
         "problems": len(rs),
+        "skipped": len(rows_) - len(rs),
         "real_candidate": sum(r.has_real_candidate for r in rs),
         "geomean_vs_tb": geomean(tb),
         "above_tb": sum(x > 1 for x in tb),
@@ -177,7 +189,8 @@ def render(rs: list[ProblemRow], title: str) -> str:
     lines = [
         title, "",
         f"- problems: {h['problems']}; a passing candidate other than the bare reference: {h['real_candidate']} "
-        f"({100 * h['real_candidate'] / n:.0f}%); crashed: {h['crashed']}; REWARD_HACK verdicts: {h['reward_hacks']}",
+        f"({100 * h['real_candidate'] / n:.0f}%); crashed: {h['crashed']}; REWARD_HACK verdicts: {h['reward_hacks']}"
+        + (f"; not started before the deadline: {h['skipped']}" if h["skipped"] else ""),
         f"- best candidate vs T_b: geomean {fmt(h['geomean_vs_tb'], suffix='x')}, above T_b {h['above_tb']}/"
         f"{h['with_tb']}, under {FLOOR_BAR}x T_b {h['under_floor']}; median SOL score {fmt(h['median_sol'])}",
         "", "| kind | problems | real candidate | geomean vs T_b | above T_b | median SOL |", "|---|---|---|---|---|---|",
@@ -192,7 +205,7 @@ def render(rs: list[ProblemRow], title: str) -> str:
     lines += ["", "| problem | kind | best candidate | passing/tried | vs T_b | median SOL | note |",
               "|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rs:
-        note = r.crashed or (f"{r.reward_hacks} REWARD_HACK" if r.reward_hacks else "")
+        note = r.crashed or ("skipped: deadline" if r.skipped else "") or (f"{r.reward_hacks} REWARD_HACK" if r.reward_hacks else "")
         lines.append(f"| {r.name} | {r.kind} | {r.best or '– (none passed)'} | {r.passed}/{r.tried} "
                      f"| {fmt(r.vs_tb, suffix='x')} | {fmt(r.sol)} | {note} |")  # fmt: skip
     return "\n".join(lines) + "\n"
@@ -215,6 +228,7 @@ def run_shards(args, steps: list[str], log: Path) -> dict[str, str]:
                "--timer", args.timer, "--tb-compiles", str(args.tb_compiles), "--step-seconds", str(args.step_seconds),
                "-o", str(work / "summary.md")]  # fmt: skip
         cmd += ["--tb-variants", args.tb_variants] if args.tb_variants else []
+        cmd += ["--prebuild-jobs", str(args.prebuild_jobs)] if args.prebuild_jobs else []
         work.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(i)}
         print("+", f"CUDA_VISIBLE_DEVICES={i}", " ".join(cmd), flush=True)
@@ -240,6 +254,58 @@ def read_records(work: Path) -> list[dict]:
     return [json.loads(x) for f in files if f.exists() for x in f.read_text().splitlines() if x.strip()]
 
 
+def run_steps(problems: list[Path], steps: list[str], args, work: Path) -> dict[str, str]:
+    """T_b then the agents over ``problems``, each step a subprocess appending to ``work``'s records; why a step
+    failed, by step."""
+    tb, agents, log = work / "tb.jsonl", work / "agents.jsonl", work / "log.txt"
+    py = sys.executable
+    pick = ["--max-workloads", str(args.workloads), "--workload-pick", "spread"]
+    failures = {}
+    if "tb" in steps:
+        cmd = [py, "bench/measure_tb.py", *map(str, problems), "--device", args.device, "--timer", args.timer,
+               *pick, "--compiles", str(args.tb_compiles), "--resume", "-o", str(tb)]  # fmt: skip
+        cmd += ["--variants", args.tb_variants] if args.tb_variants else []
+        if why := run_step(cmd, log, args.step_seconds):
+            failures["tb"] = why
+    if "agents" in steps:
+        cmd = [py, "bench/bench_offline_agents.py", *map(str, problems), "--device", args.device,
+               "--timer", args.timer, *pick, "--max-candidates", str(args.max_candidates),
+               "--problem-seconds", str(args.problem_seconds), "--json-out", str(agents), "--resume",
+               "-o", str(work / "agents.md")]  # fmt: skip
+        cmd += ["--baselines", str(tb)] if tb.exists() and tb.stat().st_size else []
+        cmd += ["--prebuild-jobs", str(args.prebuild_jobs)] if args.prebuild_jobs else []
+        if why := run_step(cmd, log, args.step_seconds):
+            failures["agents"] = why
+    return failures
+
+
+def dealt_by_kind(roots: list[Path]) -> list[Path]:
+    """The problem directories under ``roots``, one of each kind in turn (kinds and names sorted), so that any
+    prefix of the list spreads over the kinds."""
+    by_kind: dict[str, list[Path]] = defaultdict(list)
+    for d in sorted({d for root in roots for d in find_problems(root)}, key=lambda d: d.name):
+        by_kind[next(iter(problem_kinds([d]).values()), "unknown")].append(d)
+    queues = [by_kind[k] for k in sorted(by_kind)]
+    return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
+
+
+def run_batches(args, steps: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The steps ``args.batch`` problems at a time; no batch starts once the batches so far, at their mean pace,
+    would end past ``args.deadline`` seconds. Failures by batch and step, and the names of the problems skipped."""
+    order = dealt_by_kind(args.problems)
+    batches = [order[i : i + args.batch] for i in range(0, len(order), args.batch)]
+    start, failures, skipped = time.monotonic(), {}, []
+    for i, batch in enumerate(batches):
+        spent = time.monotonic() - start
+        if args.deadline and i and spent + spent / i > args.deadline:
+            skipped = [name for b in batches[i:] for name in problem_kinds(b)]
+            print(f"deadline: {len(skipped)} problems left for a later run", flush=True)
+            break
+        print(f"batch {i + 1}/{len(batches)} at {spent:.0f} s: {', '.join(d.name for d in batch)}", flush=True)
+        failures |= {f"batch {i + 1} {k}": v for k, v in run_steps(batch, steps, args, args.work).items()}
+    return failures, skipped
+
+
 def main() -> int:
     ap = problems_parser(__doc__)
     ap.add_argument("--work", type=Path, required=True, help="where each step's records and logs go")
@@ -252,35 +318,33 @@ def main() -> int:
     ap.add_argument("--tb-compiles", type=int, default=1, help="fresh compiles per torch.compile T_b variant")
     ap.add_argument("--step-seconds", type=float, default=3600.0, help="a step running longer is stopped")
     ap.add_argument("--gpus", type=int, default=1, help="shards run at once, one GPU each")
+    ap.add_argument("--batch", type=int, default=0, help="T_b and agents this many problems at a time, kinds dealt "
+                    "round-robin (0: all at once)")
+    ap.add_argument("--deadline", type=float, default=0.0, help="with --batch: start no batch that would end past "
+                    "this many seconds")
+    ap.add_argument("--prebuild-jobs", type=int, default=0, help="the agents' C++ candidates built this many at once "
+                    "before judging (GPU runs)")
     ap.add_argument("-o", "--output", type=Path, required=True)
     args = ap.parse_args()
     steps = [s for s in args.steps.split(",") if s]
     if bad := set(steps) - set(STEPS):
         ap.error(f"unknown steps {sorted(bad)}; known: {', '.join(STEPS)}")
     args.work.mkdir(parents=True, exist_ok=True)
-    tb, agents, log = args.work / "tb.jsonl", args.work / "agents.jsonl", args.work / "log.txt"
-    py = sys.executable
-    pick = ["--max-workloads", str(args.workloads), "--workload-pick", "spread"]
+    log = args.work / "log.txt"
     failures: dict[str, str] = {}
     if args.gpus > 1 and set(steps) & {"tb", "agents"}:
         failures |= run_shards(args, steps, log)
         steps = [s for s in steps if s == "summary"]
-    if "tb" in steps:
-        cmd = [py, "bench/measure_tb.py", *map(str, args.problems), "--device", args.device, "--timer", args.timer,
-               *pick, "--compiles", str(args.tb_compiles), "--resume", "-o", str(tb)]  # fmt: skip
-        cmd += ["--variants", args.tb_variants] if args.tb_variants else []
-        if why := run_step(cmd, log, args.step_seconds):
-            failures["tb"] = why
-    if "agents" in steps:
-        cmd = [py, "bench/bench_offline_agents.py", *map(str, args.problems), "--device", args.device,
-               "--timer", args.timer, *pick, "--max-candidates", str(args.max_candidates),
-               "--problem-seconds", str(args.problem_seconds), "--json-out", str(agents), "--resume",
-               "-o", str(args.work / "agents.md")]  # fmt: skip
-        cmd += ["--baselines", str(tb)] if tb.exists() and tb.stat().st_size else []
-        if why := run_step(cmd, log, args.step_seconds):
-            failures["agents"] = why
+    if args.batch and set(steps) & {"tb", "agents"}:
+        batch_failures, skipped = run_batches(args, [s for s in steps if s != "summary"])
+        failures |= batch_failures
+        (args.work / "skipped.json").write_text(json.dumps(skipped))
+    elif set(steps) & {"tb", "agents"}:
+        failures |= run_steps(args.problems, steps, args, args.work)
     records = read_records(args.work)
-    rs = rows(problem_kinds(args.problems), records, failures.get("agents"))
+    skipped_file = args.work / "skipped.json"
+    skipped = set(json.loads(skipped_file.read_text())) if skipped_file.exists() else set()
+    rs = rows(problem_kinds(args.problems), records, failures.get("agents"), skipped)
     title = f"# Generality: {', '.join(map(str, args.problems))} on {args.device}, {args.workloads} workloads each"
     text = render(rs, title) + render_families(family_rows(records, FAMILY_NAMES))
     if failures:

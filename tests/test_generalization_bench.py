@@ -111,3 +111,42 @@ def test_summary_says_per_subgraph_family_where_it_was_tried_passed_won_and_its_
     assert (rows["attention"].tried, rows["attention"].passed, rows["attention"].vs_tb) == (1, 0, None)
     assert rows["rope"].tried == 0
     assert "| rmsnorm | 2 | 2 | 1 | 1.22x |" in gen.render_families(list(rows.values()))
+
+
+def test_batches_spread_the_kinds_and_a_deadline_leaves_the_rest_skipped_not_crashed(tmp_path: Path, monkeypatch) -> None:
+    problems, work = tmp_path / "problems", tmp_path / "work"
+    for name, kind in [("a1", "attention"), ("a2", "attention"), ("a3", "attention"), ("m1", "moe"), ("r1", "rmsnorm"),
+                       ("r2", "rmsnorm")]:  # fmt: skip
+        _problem(problems, name, kind)
+    gen = _module(monkeypatch)
+    assert [d.name for d in gen.dealt_by_kind([problems])] == ["a1", "m1", "r1", "a2", "r2", "a3"]
+
+    now, ran = [0.0], []
+
+    def steps(batch, steps_, args, work_):
+        ran.append([d.name for d in batch])
+        with (work_ / "agents.jsonl").open("a") as f:
+            f.writelines(json.dumps({"problem": d.name, "best": "k", "passed": 1, "tried": 1, "vs_tb": 1.5}) + "\n"
+                         for d in batch)  # fmt: skip
+        now[0] += 40.0  # each batch takes 40 s
+        return {"agents": "exit 1"} if batch[0].name == "r1" else {}
+
+    monkeypatch.setattr(gen, "run_steps", steps)
+    monkeypatch.setattr(gen.time, "monotonic", lambda: now[0])
+    out = tmp_path / "t.md"
+    argv = ["generalization.py", str(problems), "--work", str(work), "--batch", "2", "--deadline", "100", "-o", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    assert gen.main() == 0
+    assert ran == [["a1", "m1"], ["r1", "a2"]]  # a third batch would end at 120 s
+    h = json.loads((work / "headline.json").read_text())
+    assert h["problems"] == 4 and h["skipped"] == 2 and h["crashed"] == 0 and h["real_candidate"] == 4
+    text = out.read_text()
+    assert "skipped: deadline" in text and "not started before the deadline: 2" in text
+    assert "step batch 2 agents: exit 1" in text
+
+    # a later run on the same work directory goes on with the skipped problems
+    now[0], ran[:] = 0.0, []
+    monkeypatch.setattr(sys, "argv", [*argv[:-2], "--deadline", "0", "-o", str(out)])
+    assert gen.main() == 0
+    h = json.loads((work / "headline.json").read_text())
+    assert h["problems"] == 6 and h["skipped"] == 0
