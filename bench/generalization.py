@@ -96,7 +96,9 @@ def run_step(cmd: list[str], log: Path, timeout_s: float) -> str | None:
     return None if rc == 0 else f"exit {rc}"
 
 
-def rows(kinds: dict[str, str], records: list[dict], failure: str | None, skipped: set[str] = frozenset()) -> list[ProblemRow]:
+def rows(
+    kinds: dict[str, str], records: list[dict], failure: str | None, skipped: set[str] = frozenset()
+) -> list[ProblemRow]:
     by_name = {r["problem"]: r for r in records}
     out = []
     for name, kind in sorted(kinds.items()):
@@ -205,7 +207,8 @@ def render(rs: list[ProblemRow], title: str) -> str:
     lines += ["", "| problem | kind | best candidate | passing/tried | vs T_b | median SOL | note |",
               "|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rs:
-        note = r.crashed or ("skipped: deadline" if r.skipped else "") or (f"{r.reward_hacks} REWARD_HACK" if r.reward_hacks else "")
+        hacks = f"{r.reward_hacks} REWARD_HACK" if r.reward_hacks else ""
+        note = r.crashed or ("skipped: deadline" if r.skipped else hacks)
         lines.append(f"| {r.name} | {r.kind} | {r.best or '– (none passed)'} | {r.passed}/{r.tried} "
                      f"| {fmt(r.vs_tb, suffix='x')} | {fmt(r.sol)} | {note} |")  # fmt: skip
     return "\n".join(lines) + "\n"
@@ -329,6 +332,8 @@ def main() -> int:
     steps = [s for s in args.steps.split(",") if s]
     if bad := set(steps) - set(STEPS):
         ap.error(f"unknown steps {sorted(bad)}; known: {', '.join(STEPS)}")
+    if args.deadline and not args.batch:
+        ap.error("--deadline needs --batch: the deadline is checked between batches")
     args.work.mkdir(parents=True, exist_ok=True)
     log = args.work / "log.txt"
     failures: dict[str, str] = {}

@@ -12,7 +12,8 @@ FIXTURES = REPO / "tests" / "fixtures" / "problems"
 
 
 def _module(monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_problem_references", REPO / "bench" / "bench_problem_references.py")
+    path = REPO / "bench" / "bench_problem_references.py"
+    spec = importlib.util.spec_from_file_location("bench_problem_references", path)
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)
     spec.loader.exec_module(module)
