@@ -4,6 +4,8 @@ Python-family solution in-process against the reference (imported by the tests a
 from __future__ import annotations
 
 import json
+import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -124,7 +126,15 @@ def run_solution_here(problem, solution: Solution, seed: int = 3, calls: int = 1
     """Import a Python-family solution in-process and compare with the reference (a mini judge); ``calls``
     times per workload in one module, into NaN-filled destinations (state one call leaves must not leak)."""
     module = types.ModuleType("candidate_under_test")
-    exec(compile(solution.sources[0].content, "kernel.py", "exec"), module.__dict__)
+    with tempfile.TemporaryDirectory() as staged:  # the entry file's siblings import as the judge's worker has them
+        for src in solution.sources[1:]:
+            (Path(staged) / src.path).parent.mkdir(parents=True, exist_ok=True)
+            (Path(staged) / src.path).write_text(src.content)
+        sys.path.insert(0, staged)
+        try:
+            exec(compile(solution.sources[0].content, "kernel.py", "exec"), module.__dict__)
+        finally:
+            sys.path.remove(staged)
     fn = getattr(module, solution.spec.entry_function)
     ref = load_reference(problem.definition)
     for w in [w for w in problem.workloads for _ in range(calls)]:

@@ -44,7 +44,7 @@ def test_every_cpu_candidate_validates_and_some_pytorch_template_is_correct(prob
     correct = 0
     for x in planned:
         Solution.model_validate(x.solution.model_dump())
-        if x.inductor:  # compiled by Inductor's C++ backend: tests/test_agents_offline_floor.py covers it
+        if x.inductor or x.group == "reference/tuned":  # Inductor's C++ backend: tested in their own files
             continue
         try:
             run_solution_here(p, x.solution)

@@ -5,9 +5,12 @@ launch per call), then, where families are found inside a larger reference that 
 subgraph candidate (those regions replaced by the families' kernels, the rest by Inductor, one CUDA graph:
 ``subgraph/``), then template kernels (CUDA C++, then Triton, then CuTe DSL; PyTorch only when asked) for every
 family the reference matches, with their parameter grids, then the subgraph candidate where a template binds;
-then the reference's Inductor code exported as source (``export.py``; only where this process has the device),
-the torch.compile variants, and the eager reference last. On the CPU only pytorch-language candidates are made: the eager
-reference first, as a sure pass, then Inductor's C++ code (``compiled.CPU_VARIANTS``), then the templates.
+then the tuned reference (per input signature the fastest of a graph of eager, a graph of Inductor's code and
+Inductor's code, timed on its first call: ``tuned.py``), then the reference's Inductor code exported as source
+(``export.py``; only where this process has the device), the torch.compile variants, and the eager reference
+last. On the CPU only pytorch-language candidates are made: the eager
+reference first, as a sure pass, then the tuned reference (eager or Inductor's C++ code, whichever is faster
+per input signature: ``tuned.py``), then the templates, then Inductor's C++ code alone (``compiled.CPU_VARIANTS``).
 Inductor candidates are checked against the eager reference before they are offered (``precheck.py``, where
 this process can run them); those that miss the tolerance are skipped with the reason kept.
 ``search.SearchPolicy`` picks from the plan with the judge's latencies: the floor while nothing has passed,
@@ -81,6 +84,14 @@ def _reference(problem: Problem, variant: CompileVariant, notes: str, **flags: b
     return Planned.of(compiled.solution(problem, variant), f"reference/{variant.name}", notes, **flags)
 
 
+def _tuned(problem: Problem, gpu: bool) -> Planned:
+    # Not prechecked: it checks Inductor's numerics itself, on the call's inputs, and keeps eager's where they miss.
+    sol = compiled.tuned_solution(problem, gpu)
+    return Planned.of(sol, "reference/tuned", "the fastest of the reference's ways per input signature, timed on "
+                      "its first call (graph of eager, graph of Inductor, Inductor)" if gpu else
+                      "the faster of eager and Inductor's C++ code per input signature, timed on its first call")
+
+
 def _is_gpu(device: str) -> bool:
     return device.startswith("cuda")
 
@@ -129,8 +140,7 @@ def plan(
             yield _reference(problem, compiled.FLOOR, "the reference replayed as a CUDA graph", floor=True)
         else:
             yield _reference(problem, compiled.EAGER, "the reference, eager", floor=True)
-            for v in compiled.CPU_VARIANTS:
-                yield _reference(problem, v, f"torch.compile (Inductor C++): {v.name}", inductor=True)
+            yield _tuned(problem, gpu=False)
     sub = _subgraph(problem) if gpu and language in (None, "triton") else None
     bound = [(fam, b) for fam in FAMILIES for b in fam.match(problem, sig, probe)]
     # A template bound to the problem is one kernel for all of it; the subgraph candidate leads only where no
@@ -154,7 +164,11 @@ def plan(
                     yield Planned.of(sol, f"{fam.name}/{lang}/{i}", notes, params)
     if sub is not None and not sub_first:
         yield sub[0]
+    if want_reference and not gpu:
+        for v in compiled.CPU_VARIANTS:
+            yield _reference(problem, v, f"torch.compile (Inductor C++): {v.name}", inductor=True)
     if want_reference and gpu:
+        yield _tuned(problem, gpu=True)
         if exporter is not None:
             for v in export.ordered_variants(problem):
                 yield Planned(export.solution_name(problem, v), f"reference/{v.name}",

@@ -116,3 +116,73 @@ def ordered_variants(problem: Problem, variants: tuple[CompileVariant, ...] = VA
     graphs = tuple(v for v in variants if v.cuda_graph)
     plain = tuple(v for v in variants if not v.cuda_graph)
     return graphs + plain if launch_bound(problem) else plain + graphs
+
+
+TUNED_MODULE = "solforge_tuned"  # the name ``tuned.py`` has inside the candidate
+
+_TUNED_GPU = """
+_dps = _into(_reference_run, {n_out})
+_compiled = _torch.compile(_dps, dynamic=False)
+_ways = [
+    _Way("graph_of_eager", lambda args: _graphed(_dps, args, "eager"), lambda args: _forget_graph(args, "eager")),
+    _Way("graph_of_compile", lambda args: _graphed(_compiled, args, "compile"),
+         lambda args: _forget_graph(args, "compile")),
+    _Way("compile", lambda args: _compiled(*args)),
+]
+"""
+
+_TUNED_CPU = """
+_compiled = _torch.compile(_reference_run, dynamic=False)
+_ways = [_Way("eager", lambda args: _reference_run(*args)), _Way("compile", lambda args: _compiled(*args))]
+"""
+
+_TUNED = """
+
+# ---- solforge offline wrapper: tuned (the fastest way of running the reference, per input signature) ----
+{replay}
+from {module} import Tolerance as _Tolerance, Tuned as _Tuned, Way as _Way
+
+_reference_run = run
+{ways}
+_tuned = _Tuned(_ways, n_inputs={n_in}, dps={dps}, tolerance=_Tolerance({atol!r}, {rtol!r}, {matched!r}),
+                signature=_signature)
+
+
+def solforge_entry(*args):
+    return _tuned(args)
+"""
+
+
+def strictest_tolerance(problem: Problem) -> tuple[float, float, float]:
+    """(atol, rtol, share matched) that every workload's tolerance accepts."""
+    tols = [w.tolerance for w in problem.workloads]
+    return (min(t.max_atol for t in tols), min(t.max_rtol for t in tols),
+            max(t.required_matched_ratio for t in tols))  # fmt: skip
+
+
+def render_tuned(problem: Problem, gpu: bool) -> str:
+    d = problem.definition
+    atol, rtol, matched = strictest_tolerance(problem)
+    ways = _TUNED_GPU.format(n_out=len(d.outputs)) if gpu else _TUNED_CPU
+    return d.reference.rstrip() + "\n" + _TUNED.format(
+        replay=replay_source(), module=TUNED_MODULE, ways=ways.strip("\n"), n_in=len(d.inputs), dps=gpu,
+        atol=atol, rtol=rtol, matched=matched,
+    )  # fmt: skip
+
+
+def tuned_solution(problem: Problem, gpu: bool) -> Solution:
+    """The reference run the fastest of its ways per input signature, measured on the signature's first call
+    (``tuned.py``): on a GPU a graph of eager, a graph of Inductor's code, or Inductor's code; on the CPU eager or
+    Inductor's C++ code. Destination-passing on a GPU (the graphs write into the judge's buffers)."""
+    from . import tuned
+
+    return Solution.model_validate({
+        "name": f"{problem.name}__ref_tuned",
+        "definition": problem.name,
+        "author": "solforge-offline-compiled",
+        "description": "the reference, the fastest of its ways per input signature",
+        "spec": {"languages": ["pytorch"], "entry_point": "kernel.py::solforge_entry",
+                 "destination_passing_style": gpu},
+        "sources": [{"path": "kernel.py", "content": render_tuned(problem, gpu)},
+                    {"path": f"{TUNED_MODULE}.py", "content": Path(tuned.__file__).read_text()}],
+    })  # fmt: skip

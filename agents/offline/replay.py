@@ -67,23 +67,24 @@ def _capture(body):
     return graph, None
 
 
-def _replay_graph(body, args, warmups):
+def _replay_graph(body, args, warmups, tag=None):
     # ``body()`` does one whole call on ``args`` (destination-passing: it writes the outputs among them). One
     # CUDA graph per buffer set (addresses, shapes, strides, dtypes; scalars by value) replays it, reading the
     # buffers' current contents: the judge refills its buffers in place, so its timed calls are one graph
     # launch each. The first call per key runs ``warmups`` times on a side stream (compiles, autotunes and
     # launcher caches settle outside the capture), then captures and replays. Off CUDA, inside someone
     # else's capture, and for an input signature whose capture once failed, it calls straight through: a
-    # graph never turns a call that works eagerly into one that fails.
+    # graph never turns a call that works eagerly into one that fails. ``tag`` keeps apart the graphs of
+    # different bodies on the same buffers (a candidate that times several ways of making one call).
     tensors = [a for a in args if isinstance(a, _torch.Tensor)]
     if not _on_device(tensors) or _cuda.is_current_stream_capturing():
         body()
         return
-    sig = _signature(args)
+    sig = _signature(args) if tag is None else (tag, _signature(args))
     if sig in _uncapturable:
         body()
         return
-    key = _graph_key(args)
+    key = _graph_key(args) if tag is None else (tag, _graph_key(args))
     graph = _graphs.get(key)
     if graph is None:
         side = _cuda.Stream()
@@ -114,8 +115,13 @@ def _into(fn, n_outputs):
     return into
 
 
-def _graphed(fn, args):
+def _graphed(fn, args, tag=None):
     # A candidate in destination-passing form (``fn(*args)`` writes the outputs among ``args``), replayed as
     # one CUDA graph per buffer set. Copying inputs into static buffers and cloning outputs instead costs two
     # more launches per call, whose host gaps the CUPTI window counts (H200: 89-130 µs against 1.4-2.6 µs).
-    _replay_graph(lambda: fn(*args), args, warmups=3)
+    _replay_graph(lambda: fn(*args), args, warmups=3, tag=tag)
+
+
+def _forget_graph(args, tag=None):
+    # Drops the graph captured for ``args`` under ``tag`` (its memory pool with it), if any.
+    _graphs.pop(_graph_key(args) if tag is None else (tag, _graph_key(args)), None)

@@ -1,0 +1,142 @@
+"""The tuned reference: per input signature the fastest way of running it, among those that keep to the
+reference's numerics (``agents/offline/tuned.py``), and its candidate (``compiled.tuned_solution``)."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from agents.offline import compiled, replay
+from agents.offline.tuned import Tolerance, Tuned, Way, agrees
+from sol_bench.problem import load_problem
+from tests.offline_problems import FIXTURE, run_solution_here
+from tests.test_agents_offline import judge_cli
+
+TOL = Tolerance(1e-5, 1e-5, 1.0)
+
+
+class FakeClock:
+    """A clock that each way advances by its own cost when it runs, so the timings are known."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _ways(clock: FakeClock, costs: dict[str, float], fns: dict[str, object]) -> list[Way]:
+    def timed(name):
+        def call(args):
+            clock.now += costs[name]
+            return fns[name](*args)
+
+        return call
+
+    return [Way(name, timed(name)) for name in costs]
+
+
+def _tuned(ways, clock, margin=0.03) -> Tuned:
+    return Tuned(ways, n_inputs=1, dps=False, tolerance=TOL, signature=replay._signature, clock=clock, margin=margin)
+
+
+def test_each_signature_gets_the_fastest_way_and_a_tie_keeps_the_reference():
+    clock = FakeClock()
+    costs = {"eager": 2.0, "compile": 1.0}
+    tuned = _tuned(_ways(clock, costs, {"eager": lambda x: x * 2, "compile": lambda x: x + x}), clock)
+    small, large = torch.ones(3), torch.ones(300)
+    assert torch.equal(tuned((small,)), small * 2)
+    assert tuned.picks[replay._signature((small,))] == 1
+    assert tuned.measured[replay._signature((small,))] == {"eager": 2000.0, "compile": 1000.0}
+    costs["compile"] = 1.99  # within the margin of the reference's way: the reference's numerics stay
+    tuned((large,))
+    assert tuned.picks[replay._signature((large,))] == 0
+    # chosen once per signature: later calls run the chosen way only
+    before = clock.now
+    tuned((small,))
+    assert clock.now - before == pytest.approx(costs["compile"])
+
+
+def test_a_way_that_misses_the_tolerance_or_raises_is_left_out_however_fast():
+    clock = FakeClock()
+
+    def broken(x):
+        raise RuntimeError("no kernel for this shape")
+
+    costs = {"eager": 5.0, "lossy": 1.0, "broken": 0.5, "good": 3.0}
+    fns = {"eager": lambda x: x * 2, "lossy": lambda x: x * 2 + 1e-3, "broken": broken, "good": lambda x: 2 * x}
+    tuned = _tuned(_ways(clock, costs, fns), clock)
+    x = torch.randn(16)
+    assert torch.equal(tuned((x,)), x * 2)
+    key = replay._signature((x,))
+    assert tuned.picks[key] == 3
+    notes = tuned.measured[key]
+    assert "0.0000% within" in notes["lossy"] and "RuntimeError: no kernel" in notes["broken"]
+
+
+def test_a_reference_that_writes_its_inputs_or_draws_random_numbers_returns_what_one_call_would():
+    clock = FakeClock()
+
+    def mutating(x):  # writes into its input, then draws noise: both must look as one call would leave them
+        x.add_(1)
+        return x * 2 + torch.rand(x.shape)
+
+    tuned = _tuned(_ways(clock, {"eager": 1.0, "other": 1.0}, {"eager": mutating, "other": mutating}), clock)
+    x = torch.zeros(8)
+    torch.manual_seed(5)
+    got = tuned((x,))
+    torch.manual_seed(5)
+    want = mutating(torch.zeros(8))
+    assert torch.equal(got, want) and torch.equal(x, torch.ones(8))
+
+
+def test_agrees_uses_the_judges_rule():
+    want = [torch.tensor([1.0, 100.0])]
+    assert agrees([torch.tensor([1.0, 100.5])], want, Tolerance(0.0, 0.01, 1.0)) is None  # rtol scales |want|
+    assert "50.0000% within" in agrees([torch.tensor([1.5, 100.0])], want, Tolerance(0.1, 0.0, 1.0))
+    assert agrees([torch.tensor([1.5, 100.0])], want, Tolerance(0.1, 0.0, 0.5)) is None
+    assert "torch.int64" in agrees([torch.tensor([1, 100])], want, TOL)
+    assert "2 outputs" in agrees(want * 2, want, TOL)
+
+
+def test_the_strictest_tolerance_of_the_workloads_is_the_check():
+    p = load_problem(FIXTURE)
+    tols = [w.tolerance for w in p.workloads]
+    atol, rtol, matched = compiled.strictest_tolerance(p)
+    assert atol == min(t.max_atol for t in tols) and rtol == min(t.max_rtol for t in tols)
+    assert matched == max(t.required_matched_ratio for t in tols)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gpu", [False, True], ids=["cpu_ways", "gpu_ways"])
+def test_the_tuned_candidate_matches_the_reference_on_every_workload(gpu):
+    """Both renderings run here (off CUDA the graph ways call straight through); Inductor's C++ code compiles."""
+    p = load_problem(FIXTURE)
+    sol = compiled.tuned_solution(p, gpu)
+    assert sol.spec.destination_passing_style is gpu and len(sol.sources) == 2
+    run_solution_here(p, sol, calls=2)
+
+
+@pytest.mark.slow
+def test_the_tuned_candidate_passes_the_judge_on_the_cpu(tmp_path):
+    p = load_problem(FIXTURE)
+    assert judge_cli(p, compiled.tuned_solution(p, gpu=False), tmp_path) == ["PASSED"] * len(p.workloads)
+
+
+def test_graphs_of_different_ways_on_the_same_buffers_are_kept_apart():
+    helpers = _replay_module()
+    x, out = torch.zeros(4), torch.zeros(4)
+    assert helpers._graph_key((x, out)) != ("eager", helpers._graph_key((x, out)))
+    keys = {tag: (tag, helpers._graph_key((x, out))) for tag in ("eager", "compile")}
+    helpers._graphs.update({k: object() for k in keys.values()})
+    helpers._forget_graph((x, out), "eager")
+    assert list(helpers._graphs) == [keys["compile"]]
+
+
+def _replay_module():
+    module = types.ModuleType("replay_tags_under_test")
+    exec(compile(compiled.replay_source(), "replay.py", "exec"), module.__dict__)
+    return module
+
