@@ -316,7 +316,8 @@ def main() -> int:
     ap.add_argument("--workloads", type=int, default=3, help="workloads per problem, smallest to largest")
     ap.add_argument("--max-candidates", type=int, default=6, help="candidates judged per problem")
     ap.add_argument("--problem-seconds", type=float, default=60.0, help="no new candidate after this long on one")
-    ap.add_argument("--timer", default="events", help="CUDA timer for T_b and the judge alike")
+    ap.add_argument("--timer", default="cupti", help="CUDA timer for T_b and the judge alike (cupti: the GPU's "
+                    "work, as upstream times; events also counts host launch time past the pre-roll)")
     ap.add_argument("--tb-variants", help="T_b variants (sol_bench.baseline), comma-separated [all]")
     ap.add_argument("--tb-compiles", type=int, default=1, help="fresh compiles per torch.compile T_b variant")
     ap.add_argument("--step-seconds", type=float, default=3600.0, help="a step running longer is stopped")
