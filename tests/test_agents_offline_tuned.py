@@ -4,12 +4,14 @@ reference's numerics (``agents/offline/tuned.py``), and its candidate (``compile
 from __future__ import annotations
 
 import types
+from dataclasses import replace
 
 import pytest
 import torch
 
 from agents.offline import compiled, replay
 from agents.offline.tuned import Tolerance, Tuned, Way, agrees
+from sol_bench.models import Tolerance as Tol
 from sol_bench.problem import load_problem
 from tests.offline_problems import FIXTURE, run_solution_here
 from tests.test_agents_offline import judge_cli
@@ -107,6 +109,12 @@ def test_the_strictest_tolerance_of_the_workloads_is_the_check():
     atol, rtol, matched = compiled.strictest_tolerance(p)
     assert atol == min(t.max_atol for t in tols) and rtol == min(t.max_rtol for t in tols)
     assert matched == max(t.required_matched_ratio for t in tols)
+    # workloads that differ: each bound from the workload strictest in it
+    w = p.workloads[0]
+    loose = Tol(max_atol=1e-2, max_rtol=1e-3, required_matched_ratio=0.9)
+    tight = Tol(max_atol=1e-4, max_rtol=1e-2, required_matched_ratio=0.99)
+    mixed = replace(p, workloads=(w.model_copy(update={"tolerance": loose}), w.model_copy(update={"tolerance": tight})))
+    assert compiled.strictest_tolerance(mixed) == (1e-4, 1e-3, 0.99)
 
 
 @pytest.mark.slow
