@@ -37,7 +37,7 @@ def measure_problem(pdir: Path, args: argparse.Namespace, cfg: BaselineConfig, d
     todo = [w.uuid for w in problem.workloads if w.uuid not in done]
     if not todo:
         return 0
-    records, refused = judge_baselines(problem.select(todo), cfg)
+    records, refused = judge_baselines(problem.select(todo), cfg, lambda line: print(line, flush=True))
     for line in refused.values():
         print(line, file=sys.stderr, flush=True)
     with args.output.open("a") as f:

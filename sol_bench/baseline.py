@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -249,12 +251,15 @@ class _Tally:
         self.method = got.method
 
 
-def judge_baselines(problem: Problem, config: BaselineConfig) -> tuple[list[BaselineRecord], dict[str, str]]:
+def judge_baselines(
+    problem: Problem, config: BaselineConfig, progress: Callable[[str], None] | None = None
+) -> tuple[list[BaselineRecord], dict[str, str]]:
     """Judge every variant on every workload of ``problem`` and keep, per workload, the best that passes.
 
     Variant-major: each variant (each compile draw) is one judge call over all workloads, so a problem costs
     one worker start per draw rather than one per draw and workload. Returns the records of the workloads
-    whose eager reference passed, and uuid -> why for those whose eager reference did not (no T_b there)."""
+    whose eager reference passed, and uuid -> why for those whose eager reference did not (no T_b there).
+    ``progress`` gets one line per judge call: the variant, its workloads and the seconds it took."""
     tallies = {w.uuid: _Tally() for w in problem.workloads}
     for name in config.chosen_variants():
         solution = variant_solution(problem.definition, name)
@@ -262,7 +267,10 @@ def judge_baselines(problem: Problem, config: BaselineConfig) -> tuple[list[Base
             todo = [u for u, t in tallies.items() if name not in t.failed and EAGER not in t.failed]
             if not todo:
                 break
+            t0 = time.monotonic()
             got = judge_variant(problem.select(todo), solution, config)
+            if progress:
+                progress(f"{problem.name}: {name}: {len(todo)} workloads in {time.monotonic() - t0:.1f} s")
             for uuid in todo:
                 tallies[uuid].add(name, got.get(uuid) or VariantFailed(Status.RUNTIME_ERROR, "no trace returned"))
     hardware = device_name(torch.device(config.device))

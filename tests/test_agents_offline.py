@@ -58,12 +58,13 @@ def test_offline_agent_walks_candidates_and_skips_broken_groups(problems):
     p = problems["rmsnorm_small"]
     agent = OfflineAgent()
     gpu_plan = [x.solution.name for x in plan(p, "cuda:0")]
-    assert gpu_plan[0].endswith("__ref_eager_cudagraph")  # the floor, proposed first
-    assert gpu_plan[1].startswith("rmsnorm_small__rmsnorm_cuda_cpp")
+    assert gpu_plan[0].endswith("__ref_tuned")  # the sure pass and the bar, proposed first
+    assert gpu_plan[1].endswith("__ref_eager_cudagraph")  # the floor behind it, should it fail
+    assert gpu_plan[2].startswith("rmsnorm_small__rmsnorm_cuda_cpp")
     assert gpu_plan[-1].endswith("__ref_eager")
     floor = agent.propose(p, [], "cuda:0")
     assert floor.solution.name == gpu_plan[0]
-    first = agent.propose(p, [], "cuda:0")
+    first = agent.propose(p, [], "cuda:0")  # the tuned reference awaits its verdict: no second floor meanwhile
     assert first.language == "cuda_cpp" and first.agent == "offline"
     failed = AttemptFeedback("c1", first.solution, (WorkloadFeedback("rms-1", "COMPILE_ERROR"),))
     second = agent.propose(p, [failed], "cuda:0")
@@ -72,7 +73,8 @@ def test_offline_agent_walks_candidates_and_skips_broken_groups(problems):
     while (c := agent.propose(p, [failed], "cuda:0")) is not None:
         assert c.solution.name not in names
         names.add(c.solution.name)
-    assert len(names) == len(gpu_plan) - 5
+    assert len(names) == len(gpu_plan) - 6  # the five CUDA variants after the first, and the floor: never needed
+    assert gpu_plan[1] not in names
 
 
 def judge_cli(problem, solution: Solution, tmp_path: Path) -> list[str]:

@@ -5,6 +5,7 @@ Inductor's C++ backend on the CPU, and the export kept to what the judge's worke
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import types
@@ -37,13 +38,15 @@ def _module(source: str, name: str) -> types.ModuleType:
 # ---- the floor ----------------------------------------------------------------------------------------------
 
 
-def test_floor_is_eager_replayed_through_a_graph_and_first_on_a_gpu(rmsnorm):
+def test_floor_is_eager_replayed_through_a_graph_and_second_to_the_tuned_reference_on_a_gpu(rmsnorm):
     sol = compiled.solution(rmsnorm, compiled.FLOOR)
     src = sol.sources[0].content
     assert sol.spec.destination_passing_style and "_compiled = _target" in src and "torch.compile" not in src
     assert "_target = _into(_reference_run, 1)" in src and "_graphed(_compiled, args)" in src
-    first = next(plan(rmsnorm, "cuda:0"))
-    assert first.floor and first.name == sol.name and not first.inductor
+    tuned, second = itertools.islice(plan(rmsnorm, "cuda:0"), 2)
+    # the tuned reference leads, a sure pass and the bar; the graph of eager stands behind it
+    assert tuned.name.endswith("__ref_tuned") and tuned.floor and tuned.bar and not tuned.inductor
+    assert second.floor and second.name == sol.name and not second.inductor and not second.bar
     # the CUDA graph path is inert on the CPU: the floor computes the reference into NaN-filled outputs
     run_solution_here(rmsnorm, sol, calls=2)
     # only where the reference is wanted: a CUDA C++ run plans no floor
@@ -195,6 +198,26 @@ def test_policy_picks_the_floor_while_nothing_has_passed():
     assert policy.next(opts, {"floor", "t1"}, done).name == "exported"
     # an unavailable floor is absent: nothing else changes
     assert policy.next(opts, set(), {}, unavailable={"floor"}).name == "t1"
+
+
+def test_policy_tries_the_floors_in_order_until_one_passes_and_a_measured_bar_is_not_measured_again():
+    """The GPU's plan: the tuned reference (a sure pass and the bar), then the graph of eager behind it."""
+    policy = SearchPolicy()
+    opts = [Option("tuned", "reference/tuned", {}, floor=True, bar=True), *_options()]
+    assert policy.next(opts, set(), {}).name == "tuned"
+    # the tuned reference failed: the next floor
+    assert policy.next(opts, {"tuned"}, {"tuned": Verdict(math.inf, True)}).name == "floor"
+    # it passed: no other floor, the templates, and no second bar before the climb (the export waits)
+    done = {"tuned": Verdict(2.0, False)}
+    assert policy.next(opts, {"tuned"}, done).name == "t1"
+    done["t1"] = Verdict(1.0, False)
+    assert policy.next(opts, {"tuned", "t1"}, done).name == "t2"
+    done["t2"] = Verdict(1.5, False)
+    rest = []
+    while (o := policy.next(opts, set(done), done)) is not None:
+        rest.append(o.name)
+        done[o.name] = Verdict(3.0, False)
+    assert rest == ["exported", "eager"]  # the floor left is never proposed once one has passed
 
 
 # ---- the numerics precheck ------------------------------------------------------------------------------------

@@ -266,9 +266,9 @@ def test_plan_on_a_gpu_yields_the_subgraph_candidate_for_a_generated_block(tmp_p
 
     manifest = generate(tmp_path / "gen", GenerateConfig(seed=7, count=1, families=("gated_mlp",), cpu_check_mib=64))
     problem = load_problem(tmp_path / "gen" / manifest.problems[0].path)
-    first = list(itertools.islice(plan(problem, "cuda"), 2))
-    assert first[0].floor
-    assert first[1].group == "subgraph/gated" and "gated(" in first[1].notes
+    first = list(itertools.islice(plan(problem, "cuda"), 3))
+    assert first[0].floor and first[0].bar and first[1].floor  # the tuned reference, the graph of eager
+    assert first[2].group == "subgraph/gated" and "gated(" in first[2].notes
     assert [p.group for p in plan(problem, "cpu") if p.group.startswith("subgraph/")] == []
 
 

@@ -1,14 +1,15 @@
 """The offline agent: template and reference-derived candidates, no network, ordered by measurement.
 
-The plan (best bet first) on a GPU: the floor (the reference replayed as a CUDA graph: eager's numerics, one
-launch per call), then, where families are found inside a larger reference that no template binds whole, the
-subgraph candidate (those regions replaced by the families' kernels, the rest by Inductor, one CUDA graph:
-``subgraph/``), then template kernels (CUDA C++, then Triton, then CuTe DSL; PyTorch only when asked) for every
-family the reference matches, with their parameter grids, then the subgraph candidate where a template binds;
-then the tuned reference (per input signature the fastest of a graph of eager, a graph of Inductor's code and
-Inductor's code, timed on its first call: ``tuned.py``), then the reference's Inductor code exported as source
-(``export.py``; only where this process has the device), the torch.compile variants, and the eager reference
-last. On the CPU only pytorch-language candidates are made: the eager
+The plan (best bet first) on a GPU: the tuned reference (per input signature the fastest of a graph of eager, a
+graph of Inductor's code and Inductor's code, timed on its first call, Inductor's kept only within tolerance of
+eager: ``tuned.py``), which is both a sure pass and the bar (T_b's ways), then the floor (the reference replayed
+as a CUDA graph: eager's numerics, one launch per call), tried only if the tuned reference failed; then, where
+families are found inside a larger reference that no template binds whole, the subgraph candidate (those
+regions replaced by the families' kernels, the rest by Inductor, one CUDA graph: ``subgraph/``), then template
+kernels (CUDA C++, then Triton, then CuTe DSL; PyTorch only when asked) for every family the reference matches,
+with their parameter grids, then the subgraph candidate where a template binds; then the reference's Inductor
+code exported as source (``export.py``; only where this process has the device), the torch.compile variants,
+and the eager reference last. On the CPU only pytorch-language candidates are made: the eager
 reference first, as a sure pass, then the tuned reference (eager or Inductor's C++ code, whichever is faster
 per input signature: ``tuned.py``), then the templates, then Inductor's C++ code alone (``compiled.CPU_VARIANTS``).
 Inductor candidates are checked against the eager reference before they are offered (``precheck.py``, where
@@ -67,6 +68,7 @@ class Planned:
     make: Callable[[], Solution]
     params: Mapping[str, Any] = field(default_factory=dict)
     floor: bool = False  # the sure pass: proposed while no candidate of the problem has passed
+    bar: bool = False  # the reference's best bet (T_b's ways): the time the templates have to beat
     inductor: bool = False  # Inductor's numerics, not eager's: checked against the eager reference first
 
     @property
@@ -86,10 +88,12 @@ def _reference(problem: Problem, variant: CompileVariant, notes: str, **flags: b
 
 def _tuned(problem: Problem, gpu: bool) -> Planned:
     # Not prechecked: it checks Inductor's numerics itself, on the call's inputs, and keeps eager's where they miss.
+    # On a GPU it is the sure pass too: its ways include the floor's graph of eager, and it reads T_b by design.
     sol = compiled.tuned_solution(problem, gpu)
     return Planned.of(sol, "reference/tuned", "the fastest of the reference's ways per input signature, timed on "
                       "its first call (graph of eager, graph of Inductor, Inductor)" if gpu else
-                      "the faster of eager and Inductor's C++ code per input signature, timed on its first call")
+                      "the faster of eager and Inductor's C++ code per input signature, timed on its first call",
+                      bar=True, floor=gpu)
 
 
 def _is_gpu(device: str) -> bool:
@@ -137,6 +141,7 @@ def plan(
     want_reference = language in (None, "pytorch")
     if want_reference:
         if gpu:
+            yield _tuned(problem, gpu=True)
             yield _reference(problem, compiled.FLOOR, "the reference replayed as a CUDA graph", floor=True)
         else:
             yield _reference(problem, compiled.EAGER, "the reference, eager", floor=True)
@@ -168,7 +173,6 @@ def plan(
         for v in compiled.CPU_VARIANTS:
             yield _reference(problem, v, f"torch.compile (Inductor C++): {v.name}", inductor=True)
     if want_reference and gpu:
-        yield _tuned(problem, gpu=True)
         if exporter is not None:
             for v in export.ordered_variants(problem):
                 yield Planned(export.solution_name(problem, v), f"reference/{v.name}",
@@ -244,7 +248,7 @@ class OfflineAgent:
             planned = plan(problem, device, self.language, probe, exporter)
             self._plans[key] = [p for p in planned if not self.only_groups or p.group.startswith(self.only_groups)]
         planned = self._plans[key]
-        options = [Option(p.name, p.group, p.params, p.floor) for p in planned]
+        options = [Option(p.name, p.group, p.params, p.floor, p.bar) for p in planned]
         verdicts = {a.solution.name: verdict(a) for a in history}
         skipped = self._not_exported.setdefault(problem.name, {})
         rejected = self._rejected.setdefault(problem.name, {})

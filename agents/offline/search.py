@@ -1,13 +1,14 @@
 """Which planned candidate to try next, given the judge's verdicts so far (deterministic).
 
-Order: (0) while no candidate of the problem has passed, the untried floor (``Option.floor``: eager's
-numerics, a sure pass), so that a small budget still ends with a passing candidate; (1) the first variant of
+Order: (0) while no candidate of the problem has passed and no floor awaits its verdict, the next untried
+floor (``Option.floor``: sure passes, in plan order), so that a small budget still ends with a passing
+candidate; once one has passed, the floors left are not tried (a sure pass adds nothing then); (1) the first variant of
 each template group not tried yet, in plan order (and any reference-derived group planned ahead of all
 templates), so every family and language is measured once before any budget goes to tuning (with ``priors``
-from kin problems, the groups and points that won there first: ``transfer.py``); (2) the
-reference's first planned candidate after the templates (on a GPU its exported Inductor code), once: the bar
-the templates have to clear, measured before the climb, so a small budget still holds the reference's best
-bet where no template beats it; (3) untried grid neighbours (one
+from kin problems, the groups and points that won there first: ``transfer.py``); (2) unless the bar
+(``Option.bar``: the reference's best bet, T_b's ways) is measured already, the reference's first planned
+candidate after the templates, once: the bar the templates have to clear, measured before the climb, so a small
+budget still holds the reference's best bet where no template beats it; (3) untried grid neighbours (one
 parameter one step up or down) of each group's fastest passing variant, the fastest group first: a hill
 climb that follows measured latency and stops where no neighbour is faster; (4) the first variant of each
 remaining group (the other reference-derived ones, each costly to compile); (5) the rest in plan order.
@@ -35,7 +36,8 @@ class Option:
     name: str
     group: str
     params: Mapping[str, Any]
-    floor: bool = False  # the sure pass, proposed first while nothing has passed
+    floor: bool = False  # a sure pass, proposed first while nothing has passed
+    bar: bool = False  # the reference's best bet: the time templates must beat
 
 
 @dataclass(frozen=True)
@@ -104,12 +106,15 @@ class SearchPolicy:
             if len(vs) >= self.drop_after and others < math.inf and best[g] > self.drop_margin * others:
                 skip.add(g)
         open_ = [o for o in options if o.name not in proposed and o.name not in verdicts and o.group not in skip]
-        if not open_:
-            return None
-        if not any(v.latency < math.inf or math.isnan(v.latency) for _, v in judged):
+        passed = any(v.latency < math.inf or math.isnan(v.latency) for _, v in judged)
+        pending = any(o.floor and o.name in proposed and o.name not in verdicts for o in options)
+        if not passed and not pending:
             floor = next((o for o in open_ if o.floor), None)
             if floor is not None:
                 return floor
+        open_ = [o for o in open_ if not o.floor]  # passed: none is needed; pending: one sure pass at a time
+        if not open_:
+            return None
         touched_names = {o.name for o in options if o.name in proposed or o.name in verdicts}
         touched = {o.group for o in options if o.name in touched_names}
         untried = [o for o in open_ if o.group not in touched]
@@ -122,8 +127,8 @@ class SearchPolicy:
             template = next(o for o in untried if picked is not None and o.name == picked.name)
         if template is not None:
             return template
-        # the floor is no bar to clear: the reference's best bet after the templates is measured even after it
-        references = [o for o in options if o.group.startswith(REFERENCE_PREFIX) and not o.floor]
+        # a floor that is no bar (eager's numerics, launch cost cut) does not stand for the reference's best bet
+        references = [o for o in options if o.group.startswith(REFERENCE_PREFIX) and (o.bar or not o.floor)]
         if self.reference_early and not any(o.name in touched_names for o in references):
             first_ref = next((o for o in references if o in open_), None)
             if first_ref is not None:
