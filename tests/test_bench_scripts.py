@@ -474,3 +474,29 @@ def test_the_bundled_set_headline_renders_from_the_records_it_cites():
     rendered = re.search(r"problems: (\d+); geomean vs T_b: ([0-9.]+)×; beat T_b: (\d+)/(\d+)", res.stdout)
     assert rendered, res.stdout[:2000]
     assert (rendered[2], rendered[3], rendered[1]) == (headline[1], headline[2], headline[3])
+
+
+def test_the_unseen_set_table_is_what_its_records_hold():
+    """Each row of docs/BENCHMARKS.md's unseen-set table (best candidate's T_k per workload, T_b, vs T_b) reads
+    as the records it cites: the agents' and T_b's lines of the same run."""
+    import re
+
+    text = (REPO / "docs/BENCHMARKS.md").read_text()
+    cited = re.search(r"Records: `(docs/bench/unseen[^`]*)/`", text)
+    assert cited, "docs/BENCHMARKS.md: the unseen set's records are not cited"
+    folder = REPO / cited[1]
+    agents = {r["problem"]: r for r in map(json.loads, (folder / "agents.jsonl").read_text().splitlines())}
+    t_b = {r["uuid"]: r["t_b_ms"] for r in map(json.loads, (folder / "tb.jsonl").read_text().splitlines())}
+    section = text.split("## The unseen set", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (gen_\w+) \| [^|]+ \| (\d+)/(\d+) \| ([^|]+) \| ([^|(]+)\([^|]+\| ([0-9.]+)x \|", section, re.M)
+    assert len(rows) == len(agents), f"{len(rows)} rows for {len(agents)} records"
+
+    def us(ms_values) -> list[float]:
+        return [round(v * 1e3, 1 if v < 1 else 0) for v in ms_values]
+
+    for name, passed, tried, t_k, tb, vs_tb in rows:
+        rec = agents[name]
+        assert (int(passed), int(tried)) == (rec["passed"], rec["tried"]), name
+        assert f"{rec['vs_tb']:.2f}" == vs_tb, name
+        assert [float(x) for x in t_k.split(",")] == us(rec["latencies_ms"].values()), name
+        assert [float(x) for x in tb.split(",")] == us(t_b[u] for u in rec["latencies_ms"]), name
