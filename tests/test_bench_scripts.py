@@ -488,7 +488,8 @@ def test_the_unseen_set_table_is_what_its_records_hold():
     agents = {r["problem"]: r for r in map(json.loads, (folder / "agents.jsonl").read_text().splitlines())}
     t_b = {r["uuid"]: r["t_b_ms"] for r in map(json.loads, (folder / "tb.jsonl").read_text().splitlines())}
     section = text.split("## The unseen set", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| (gen_\w+) \| [^|]+ \| (\d+)/(\d+) \| ([^|]+) \| ([^|(]+)\([^|]+\| ([0-9.]+)x \|", section, re.M)
+    row = r"^\| (gen_\w+) \| [^|]+ \| (\d+)/(\d+) \| ([^|]+) \| ([^|(]+)\([^|]+\| ([0-9.]+)x \|"
+    rows = re.findall(row, section, re.M)
     assert len(rows) == len(agents), f"{len(rows)} rows for {len(agents)} records"
 
     def us(ms_values) -> list[float]:
