@@ -501,3 +501,13 @@ def test_the_unseen_set_table_is_what_its_records_hold():
         assert f"{rec['vs_tb']:.2f}" == vs_tb, name
         assert [float(x) for x in t_k.split(",")] == us(rec["latencies_ms"].values()), name
         assert [float(x) for x in tb.split(",")] == us(t_b[u] for u in rec["latencies_ms"]), name
+
+
+def test_tuned_ways_reports_each_workloads_choice_on_the_cpu():
+    res = _run("bench/tuned_ways.py", str(FIXTURE), "--device", "cpu", "--workloads", "2")
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = [ln for ln in res.stdout.splitlines() if ": keeps " in ln]
+    assert len(lines) == 2, res.stdout[-2000:]
+    for line in lines:  # the kept way is one it measured, with a time
+        kept = line.split(": keeps ", 1)[1].split(";", 1)[0]
+        assert kept in ("eager", "compile") and f"'{kept}': '" in line and " ms'" in line

@@ -1,0 +1,102 @@
+"""`bench/tuned_ways.py`: what the tuned reference (``agents/offline/tuned.py``) measures of each of its ways on
+a problem's workloads, which way it keeps, and, on a GPU, each way's device time outside the judge (CUDA
+events behind a spin, and the kernels torch.profiler records). Run in this process on fresh buffers: a gap
+between these times and the judged T_k is in how the judge runs the candidate, not in the choice.
+
+    python bench/tuned_ways.py kernels_tmp/fresh/L1/gen_gelu_exact_f4096_bf16 --device cuda
+    python bench/tuned_ways.py tests/fixtures/problems/rmsnorm_small --device cpu   (a CPU check)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from agents.offline import compiled  # noqa: E402
+from sol_bench.inputs import make_inputs, output_specs  # noqa: E402
+from sol_bench.problem import WORKLOAD_PICKS, load_problem  # noqa: E402
+from sol_bench.reference import load_reference  # noqa: E402
+
+
+def load_candidate(solution) -> types.ModuleType:
+    """The tuned candidate's module, importable by name (Dynamo looks its globals up through sys.modules)."""
+    name = f"tuned_ways_{abs(hash(solution.name))}"
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    staged = tempfile.mkdtemp(prefix="tuned_ways_")
+    for src in solution.sources[1:]:
+        (Path(staged) / src.path).write_text(src.content)
+    sys.path.insert(0, staged)
+    exec(compile(solution.sources[0].content, "kernel.py", "exec"), module.__dict__)
+    return module
+
+
+def device_ms(call, reps: int = 5) -> float:
+    """Median ms between CUDA events, each call queued behind a spin so the host's launch time is not counted."""
+    samples = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(2_000_000)
+        start.record()
+        call()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end))
+    return statistics.median(samples)
+
+
+def kernels(call) -> list[tuple[str, float]]:
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    return [(e.name[:60], round(e.device_time_total, 1)) for e in prof.events() if e.device_time_total > 0]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("problem", type=Path)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--workloads", type=int, default=3)
+    ap.add_argument("--pick", choices=WORKLOAD_PICKS, default="spread")
+    args = ap.parse_args()
+    gpu = args.device.startswith("cuda")
+    problem = load_problem(args.problem)
+    problem = problem.select(problem.pick_workloads(args.workloads, args.pick))
+    module = load_candidate(compiled.tuned_solution(problem, gpu))
+    tuned, reference = module._tuned, load_reference(problem.definition)
+    for w in problem.workloads:
+        inputs = list(make_inputs(problem.definition, w, args.device, 3, reference).values())
+        outputs = [torch.empty(s, dtype=t, device=args.device) for s, t in output_specs(problem.definition, w).values()]
+        call_args = (*inputs, *outputs) if gpu else tuple(inputs)
+        module.solforge_entry(*call_args)
+        key = list(tuned.measured)[-1]
+        measured = {k: (f"{v:.4f} ms" if isinstance(v, float) else v) for k, v in tuned.measured[key].items()}
+        print(f"{w.uuid} {w.axes}: keeps {tuned.ways[tuned.picks[key]].name}; first call measured {measured}")
+        if not gpu:
+            continue
+        for way in tuned.ways:
+            try:
+                way.call(call_args)
+            except Exception as e:  # noqa: BLE001 - a way that fails is reported, the others still run
+                print(f"  {way.name}: raises {type(e).__name__}: {e}")
+                continue
+            ms = device_ms(lambda: way.call(call_args))
+            print(f"  {way.name}: {ms:.4f} ms on the device; kernels {kernels(lambda: way.call(call_args))[:6]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
