@@ -1,7 +1,8 @@
 """`bench/tuned_ways.py`: what the tuned reference (``agents/offline/tuned.py``) measures of each of its ways on
-a problem's workloads, which way it keeps, and, on a GPU, each way's device time outside the judge (CUDA
-events behind a spin, and the kernels torch.profiler records). Run in this process on fresh buffers: a gap
-between these times and the judged T_k is in how the judge runs the candidate, not in the choice.
+a problem's workloads, which way it keeps, and, on a GPU, each way's time outside the judge (the judge's CUPTI
+window through ``sol_bench.timing.time_callable``, and the kernels torch.profiler records). Run in this
+process on fresh buffers: a gap between these times and the judged T_k is in how the judge runs the candidate,
+not in the choice.
 
     python bench/tuned_ways.py kernels_tmp/fresh/L1/gen_gelu_exact_f4096_bf16 --device cuda
     python bench/tuned_ways.py tests/fixtures/problems/rmsnorm_small --device cpu   (a CPU check)
@@ -10,7 +11,6 @@ between these times and the judged T_k is in how the judge runs the candidate, n
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import types
@@ -25,6 +25,7 @@ from agents.offline import compiled  # noqa: E402
 from sol_bench.inputs import make_inputs, output_specs  # noqa: E402
 from sol_bench.problem import WORKLOAD_PICKS, load_problem  # noqa: E402
 from sol_bench.reference import load_reference  # noqa: E402
+from sol_bench.timing import time_callable  # noqa: E402
 
 
 def load_candidate(solution) -> types.ModuleType:
@@ -38,21 +39,6 @@ def load_candidate(solution) -> types.ModuleType:
     sys.path.insert(0, staged)
     exec(compile(solution.sources[0].content, "kernel.py", "exec"), module.__dict__)
     return module
-
-
-def device_ms(call, reps: int = 5) -> float:
-    """Median ms between CUDA events, each call queued behind a spin so the host's launch time is not counted."""
-    samples = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(2_000_000)
-        start.record()
-        call()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end))
-    return statistics.median(samples)
 
 
 def kernels(call) -> list[tuple[str, float]]:
@@ -93,8 +79,9 @@ def main() -> int:
             except Exception as e:  # noqa: BLE001 - a way that fails is reported, the others still run
                 print(f"  {way.name}: raises {type(e).__name__}: {e}")
                 continue
-            ms = device_ms(lambda: way.call(call_args))
-            print(f"  {way.name}: {ms:.4f} ms on the device; kernels {kernels(lambda: way.call(call_args))[:6]}")
+            timed = time_callable(lambda: way.call(call_args), args.device, warmup=3, iterations=20, timer="cupti")
+            ms = timed.median_ms
+            print(f"  {way.name}: {ms:.4f} ms (CUPTI window); kernels {kernels(lambda: way.call(call_args))[:6]}")
     return 0
 
 
