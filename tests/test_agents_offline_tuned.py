@@ -61,6 +61,27 @@ def test_each_signature_gets_the_fastest_way_and_a_tie_keeps_the_reference():
     assert clock.now - before == pytest.approx(costs["compile"])
 
 
+def test_a_passing_load_falls_on_every_way_alike_and_the_choice_is_told():
+    # The two ways cost the same; a load lasting six calls comes just as the timing starts. Timed one way after
+    # the other, the first would take all six and lose; taking turns, each takes three of its seven calls and
+    # the medians stay what the ways cost, so the reference's way is kept. The choice is told in one line.
+    clock, calls, told = FakeClock(), [0], []
+
+    def costly(x):
+        calls[0] += 1
+        clock.now += 1.0 + (5.0 if 3 <= calls[0] <= 8 else 0.0)  # calls 1 and 2: the reference and the check
+        return x * 2
+
+    ways = [Way("eager", lambda args: costly(*args)), Way("compile", lambda args: costly(*args))]
+    tuned = Tuned(ways, n_inputs=1, dps=False, tolerance=TOL, signature=replay._signature, clock=clock,
+                  report=told.append)  # fmt: skip
+    x = torch.ones(4, 2)
+    tuned((x,))
+    key = replay._signature((x,))
+    assert tuned.picks[key] == 0 and tuned.measured[key] == {"eager": 1000.0, "compile": 1000.0}
+    assert told == ["solforge tuned [(4, 2)]: keeps eager; eager 1000.0000 ms; compile 1000.0000 ms"]
+
+
 def test_a_way_that_misses_the_tolerance_or_raises_is_left_out_however_fast():
     clock = FakeClock()
 

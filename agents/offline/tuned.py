@@ -20,6 +20,7 @@ Shipped inside candidates (as ``solforge_tuned.py``): torch only; the replay hel
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -81,6 +82,7 @@ class Tuned:
     reps: int = 7
     margin: float = 0.03  # another way must be this much faster than an earlier one to be chosen
     clock: Callable[[], float] = time.perf_counter
+    report: Callable[[str], None] | None = None  # where each choice is told (default: the process's stderr)
     picks: dict[Any, int] = field(default_factory=dict)
     measured: dict[Any, dict[str, float | str]] = field(default_factory=dict)  # per signature: ms, or why not
 
@@ -113,10 +115,10 @@ class Tuned:
                 usable.append(i)
             else:
                 notes[way.name] = why
-        times = {}
-        for i in usable:
-            times[i] = self._time(self.ways[i], args, restore, on_cuda)
-            notes[self.ways[i].name] = times[i]
+        times = self._time_all([self.ways[i] for i in usable], args, restore, on_cuda)
+        for i, ms in zip(usable, times):
+            notes[self.ways[i].name] = ms
+        times = dict(zip(usable, times))
         best = usable[0]
         for i in usable[1:]:
             if times[i] < times[best] * (1.0 - self.margin):
@@ -125,26 +127,43 @@ class Tuned:
             if i != best and way.forget is not None:
                 way.forget(args)
         restore()
+        self._tell(args, self.ways[best].name, notes)
         return best
 
-    def _time(self, way: Way, args: tuple, restore: Callable[[], None], on_cuda: bool) -> float:
-        """Median ms of ``reps`` calls, inputs restored before each (outside the measured span)."""
-        samples = []
+    def _tell(self, args: tuple, chosen: str, notes: dict[str, float | str]) -> None:
+        # One line per signature in the candidate's output (the judge keeps it in the worker's log): what a
+        # judged time is made of can then be read without re-running the choice elsewhere.
+        shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
+        told = "; ".join(f"{k} {v:.4f} ms" if isinstance(v, float) else f"{k}: {v}" for k, v in notes.items())
+        line = f"solforge tuned {shapes}: keeps {chosen}; {told}"
+        if self.report is not None:
+            self.report(line)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def _time_all(self, ways: Sequence[Way], args: tuple, restore: Callable[[], None], on_cuda: bool) -> list[float]:
+        """Median ms of ``reps`` calls of each way, inputs restored before each call (outside the measured span).
+        The ways take turns, one call each per round, so a passing load (another process on the GPU, a clock
+        ramping up) falls on all of them alike rather than on whichever was being timed then."""
+        samples: list[list[float]] = [[] for _ in ways]
         for _ in range(self.reps):
-            restore()
-            if on_cuda:
-                self.cuda.synchronize()
-                start, end = self.cuda.Event(enable_timing=True), self.cuda.Event(enable_timing=True)
-                start.record()
-                way.call(args)
-                end.record()
-                end.synchronize()
-                samples.append(start.elapsed_time(end))
-            else:
-                t0 = self.clock()
-                way.call(args)
-                samples.append((self.clock() - t0) * 1e3)
-        return statistics.median(samples)
+            for way, mine in zip(ways, samples):
+                restore()
+                mine.append(self._once(way, args, on_cuda))
+        return [statistics.median(mine) for mine in samples]
+
+    def _once(self, way: Way, args: tuple, on_cuda: bool) -> float:
+        if not on_cuda:
+            t0 = self.clock()
+            way.call(args)
+            return (self.clock() - t0) * 1e3
+        self.cuda.synchronize()
+        start, end = self.cuda.Event(enable_timing=True), self.cuda.Event(enable_timing=True)
+        start.record()
+        way.call(args)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
 
 
 class _Restorer:
