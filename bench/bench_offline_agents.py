@@ -268,15 +268,21 @@ def run_problem(problem: Problem, whole: Problem, args: argparse.Namespace, conf
             print(f"  {why}", flush=True)
         if args.problem_seconds and time.monotonic() - t0 > args.problem_seconds:
             break
-    for name, why in agent.not_exported(problem).items():
-        print(f"{problem.name}: {name}: not exported: {why}", flush=True)
+    # what the agent planned but never offered, and why: an export Inductor refused, a precheck that missed the
+    # tolerance against eager (the subgraph candidate among them)
+    skipped = {**{n: f"not exported: {why}" for n, why in agent.not_exported(problem).items()},
+               **{n: f"numerics: {why}" for n, why in agent.numerics_rejected(problem).items()}}  # fmt: skip
+    skipped = {name.removeprefix(problem.name + "__"): why for name, why in skipped.items()}
+    for name, why in skipped.items():
+        print(f"{problem.name}: {name}: skipped, {why}", flush=True)
+    notes = {**failed, **({"skipped": skipped} if skipped else {})}  # the record's error and skipped fields
     passing = [r for r in results if r.passed]
     # the fastest by the judge's latency: the eager time behind speedup is re-measured (and noisy) per run
     best = min(passing, key=lambda r: geomean(list(r.latencies.values())) or math.inf, default=None)
     statuses = {r.name.removeprefix(problem.name + "__"): sorted(set(r.statuses)) for r in results}
     if best is None:
         return {"problem": problem.name, "best": None, "passed": 0, "tried": len(results), "statuses": statuses,
-                **failed}
+                **notes}
     runs_ms = None
     if args.confirm > 0:
         best, runs_ms = confirm(problem, best, sources[best.name], args.confirm, config, baselines)
@@ -290,7 +296,7 @@ def run_problem(problem: Problem, whole: Problem, args: argparse.Namespace, conf
             "tried": len(results), "speedup": geomean(best.speedups), "vs_tb": geomean(best.vs_tb),
             "sol_score": sol, "latencies_ms": best.latencies,
             "tried_ms": {r.name.removeprefix(problem.name + "__"): r.latencies for r in results}, "statuses": statuses,
-            "host_bound": best.host_bound, **({"runs_ms": runs_ms} if runs_ms else {}), **failed}  # fmt: skip
+            "host_bound": best.host_bound, **({"runs_ms": runs_ms} if runs_ms else {}), **notes}  # fmt: skip
 
 
 def main() -> int:

@@ -255,3 +255,21 @@ def test_offline_bench_reports_failed_problems_in_their_rows_and_runs_the_rest(t
 def test_help_says_max_candidates_is_per_problem():
     out = CliRunner().invoke(cli, ["run", "--help"]).output
     assert "--max-candidates" in out and "per problem" in " ".join(out.split())
+
+
+def test_offline_bench_records_what_the_agent_planned_but_never_offered(tmp_path, monkeypatch):
+    """A candidate the precheck rejects is recorded with its reason, so a GPU run says why e.g. the subgraph
+    candidate never reached the judge."""
+    from agents.offline import precheck
+
+    problems = tmp_path / "problems"
+    _copy_fixture(problems, "good")
+    md, js = tmp_path / "t.md", tmp_path / "t.jsonl"
+    # only Inductor's C++ candidate is planned, and its precheck fails: nothing is judged
+    bench = _bench("bench_offline_agents", monkeypatch, [
+        str(problems), "--device", "cpu", "--max-candidates", "1", "--only-groups", "reference/inductor_cpu",
+        "-o", str(md), "--json-out", str(js)])  # fmt: skip
+    monkeypatch.setattr(precheck, "check", lambda *a, **k: precheck.Outcome(False, "output 0: 12% within tolerance"))
+    bench.main()
+    [row] = map(json.loads, js.read_text().splitlines())
+    assert row["tried"] == 0 and row["skipped"] == {"ref_inductor_cpu": "numerics: output 0: 12% within tolerance"}
