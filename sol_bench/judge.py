@@ -45,7 +45,7 @@ from .models import Correctness, Environment, Evaluation, Language, Performance,
 from .plausibility import below_sol_on_host_clock, clock_disagreement, sol_floor
 from .problem import Problem
 from .reference import Reference, load_reference
-from .runner import Worker, candidate_env, start_worker
+from .runner import Worker, candidate_env, handshake, spawn_worker
 from .shared import SharedArena
 from .staging import Staged, check_shadowing, stage
 from .subject import reference_solution
@@ -154,7 +154,8 @@ def _snapshot(path: Path) -> str:
 
 @dataclass
 class _WorkerSlot:
-    """A worker process for one solution, started on first use and again after it was dropped."""
+    """A worker process for one solution, started on first use and again after it was dropped. ``spawn`` starts
+    the process ahead of use (it imports torch and sets up the device meanwhile); ``get`` makes it ready."""
 
     ctx: _Context
     solution: Solution
@@ -162,15 +163,16 @@ class _WorkerSlot:
     env: dict[str, str]
     module_path: Path | None = None
     cpus: frozenset[int] | None = None
-    worker: Worker | None = None
+    worker: Worker | None = None  # ready for requests
+    spawned: Worker | None = None  # started, not yet ready
     starts: int = 0
     peers: list["_WorkerSlot"] = field(default_factory=list)  # other workers of this evaluation, spared at drop
 
-    def get(self) -> Worker:
-        if self.worker is None:
+    def spawn(self) -> None:
+        if self.worker is None and self.spawned is None:
             cfg, spec, t0 = self.ctx.config, self.solution.spec, time.monotonic()
             try:
-                self.worker = start_worker(
+                self.spawned = spawn_worker(
                     self.staged, str(self.ctx.device), spec.entry_file, spec.entry_function,
                     spec.destination_passing_style, self.module_path, self.env, cfg.timeout_s, self.starts,
                     cfg.launch_preroll_us, self.cpus, cfg.preroll_kind, cfg.timer, cfg.buffers,
@@ -178,13 +180,26 @@ class _WorkerSlot:
             finally:
                 self.starts += 1
                 self.ctx.add_phase("start", t0)
+
+    def get(self) -> Worker:
+        if self.worker is None:
+            self.spawn()
+            spawned, self.spawned, t0 = self.spawned, None, time.monotonic()
+            try:
+                self.worker = handshake(spawned)
+            finally:
+                self.ctx.add_phase("start", t0)
         return self.worker
 
+    def processes(self) -> set[int]:
+        return set().union(*(w.family() for w in (self.worker, self.spawned) if w is not None))
+
     def drop(self) -> None:
-        if self.worker is not None:
-            spare = set().union(*(p.worker.family() for p in self.peers if p.worker is not None))
-            self.worker.stop(spare)
-            self.worker = None
+        spare = set().union(*(p.processes() for p in self.peers))
+        for w in (self.worker, self.spawned):
+            if w is not None:
+                w.stop(spare)
+        self.worker = self.spawned = None
 
 
 def _method(ctx: _Context) -> str:
@@ -445,6 +460,8 @@ def evaluate(
                         load_failure = e
                         raise
                     sandboxed, buffers = worker.info.get("sandbox", "unknown"), worker.info.get("buffers", "unknown")
+                    if reference is not None:  # its start overlaps the candidate's correctness rounds, not its timing
+                        reference.spawn()
                     ctx.env = environment(device, f"{sandboxed}; buffers: {buffers}")
                 correctness, performance, t_sol, hw, note = _judge_workload(ctx, w, candidate.get(), reference)
                 if _snapshot(problem.path) != before:

@@ -69,6 +69,7 @@ class Worker:
     conn: Connection
     log_path: Path
     own_children_before: set[int]
+    timeout_s: float = 300.0  # the limit on each answer while it starts
     info: dict = field(default_factory=dict)
     noop_wall_ms: float = 0.0  # median judge-clock time of a timed iteration that calls nothing (before load)
     noop_gap_ms: float = 0.0  # median stream-end to device-idle gap of such an iteration (before load)
@@ -152,7 +153,7 @@ def failure(reply: list, log: str):
     return cls(text)
 
 
-def start_worker(
+def spawn_worker(
     staged: Staged,
     device: str,
     entry_file: str,
@@ -168,6 +169,8 @@ def start_worker(
     timer: str = "events",
     buffers: str = "shared",
 ) -> Worker:
+    """The worker's process, started: it imports torch and sets up the device while the judge goes on.
+    ``handshake`` makes it ready; ``start_worker`` does both."""
     parent_sock, child_sock = socket.socketpair()
     log_path = staged.run / f"worker-{index}.log"
     before = sandbox.descendants(os.getpid())
@@ -185,7 +188,11 @@ def start_worker(
         )  # fmt: skip
     child_sock.close()
     conn = Connection(parent_sock.detach())
-    worker = Worker(proc=proc, conn=conn, log_path=log_path, own_children_before=before)
+    return Worker(proc=proc, conn=conn, log_path=log_path, own_children_before=before, timeout_s=timeout_s)
+
+
+def handshake(worker: Worker) -> Worker:
+    """Measure a spawned worker's empty iterations, then have it load the candidate."""
     t0 = time.monotonic()
     try:
         # Measured before candidate code is imported, so the candidate cannot inflate them: the fixed cost
@@ -195,7 +202,7 @@ def start_worker(
         for _ in range(15):
             p0 = time.perf_counter()
             try:
-                r = worker.request(("time_noop",), timeout_s)
+                r = worker.request(("time_noop",), worker.timeout_s)
             except CandidateFailure as e:  # no candidate code has run yet: the judge's environment is broken
                 raise JudgeError(f"the candidate process failed before loading the candidate: {e}") from e
             walls.append((time.perf_counter() - p0) * 1e3)
@@ -205,10 +212,15 @@ def start_worker(
         worker.noop_wall_min_ms = ordered[0]
         worker.noop_wall_spread_ms = ordered[3 * len(ordered) // 4] - ordered[len(ordered) // 4]
         worker.noop_gap_ms = sorted(gaps)[len(gaps) // 2]
-        reply = worker.request(("load",), timeout_s)
+        reply = worker.request(("load",), worker.timeout_s)
     except BaseException:
         worker.stop()
         raise
     worker.info = reply[1] if len(reply) > 1 and isinstance(reply[1], dict) else {}
     worker.info["start_seconds"] = time.monotonic() - t0
     return worker
+
+
+def start_worker(*args, **kwargs) -> Worker:
+    """A worker ready for requests: ``spawn_worker`` (same arguments) then ``handshake``."""
+    return handshake(spawn_worker(*args, **kwargs))

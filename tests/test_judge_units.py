@@ -505,3 +505,38 @@ def test_worker_buffer_sets_copy_in_and_out_around_a_call():
     assert (x == 3.0).all()
     with pytest.raises(ValueError, match="buffers"):
         BufferSets("pinned")
+
+
+def test_the_reference_process_starts_while_the_candidate_is_checked(tmp_path, monkeypatch):
+    """The reference's worker is spawned once the candidate's is ready, so its start (importing torch, setting
+    up the device) overlaps the candidate's correctness rounds; it is made ready only when first timed. The
+    evaluation is unchanged: every workload passes and no worker outlives it."""
+    from sol_bench import judge
+
+    events: list[str] = []
+    spawn, rounds, handshake = judge.spawn_worker, judge.correctness_rounds, judge.handshake
+
+    def spawned(staged, *args, **kwargs):
+        worker = spawn(staged, *args, **kwargs)
+        events.append(f"spawn {worker.pid}")
+        return worker
+
+    def ready(worker):
+        events.append(f"ready {worker.pid}")
+        return handshake(worker)
+
+    def checked(buf, n):
+        events.append("correctness")
+        return rounds(buf, n)
+
+    monkeypatch.setattr(judge, "spawn_worker", spawned)
+    monkeypatch.setattr(judge, "handshake", ready)
+    monkeypatch.setattr(judge, "correctness_rounds", checked)
+    problem = load_problem(corpus.materialize("rmsnorm_small", tmp_path / "p", first_workloads=1))
+    sol = Solution.model_validate_json((Path(__file__).parent / "fixtures/solutions/rmsnorm_pytorch.json").read_text())
+    traces = evaluate(problem, sol.model_copy(update={"definition": problem.name}), fast_config(tmp_path / "staging"))
+    assert [t.evaluation.status for t in traces] == [Status.PASSED]
+    cand, ref = [e.split()[1] for e in events if e.startswith("spawn")]
+    assert events == [f"spawn {cand}", f"ready {cand}", f"spawn {ref}", "correctness", f"ready {ref}"]
+    for pid in (cand, ref):
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
