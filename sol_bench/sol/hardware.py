@@ -109,25 +109,24 @@ B200 = HardwareModel(
     source="SOL-ExecBench leaderboard model: 1.5 GHz, per-cycle DRAM bytes and dense MACs, 0.4 us launch floor",
 )
 
-# Vendor dense peaks (FLOP/s = 2 MACs). fp32 here is CUDA-core FMA; fp32 matmuls are priced at bf16 like the
-# leaderboard does for B200, so a TF32 or split-bf16 kernel is never ruled faster than light.
-H200 = HardwareModel(
-    name="H200",
-    bandwidth_bytes_per_s=4.8e12,
-    macs_per_s={Precision.fp8: 1979e12 / 2, Precision.bf16: 989e12 / 2, Precision.fp16: 989e12 / 2,
-                Precision.tf32: 494e12 / 2, Precision.fp32: 67e12 / 2},  # fmt: skip
-    fp32_matmul_as=Precision.bf16,
-    source="NVIDIA H200 SXM vendor peaks: 4.8 TB/s HBM3e, 989 TFLOP/s dense bf16, 1979 fp8, 494 tf32",
-)
+# Vendor dense peaks (FLOP/s = 2 MACs), the same tensor cores on both Hopper parts. fp32 here is CUDA-core FMA;
+# fp32 matmuls are priced at bf16 like the leaderboard does for B200, so a TF32 or split-bf16 kernel is never ruled
+# faster than light.
+_HOPPER_MACS = {Precision.fp8: 1979e12 / 2, Precision.bf16: 989e12 / 2, Precision.fp16: 989e12 / 2,
+                Precision.tf32: 494e12 / 2, Precision.fp32: 67e12 / 2}  # fmt: skip
 
-H100 = HardwareModel(
-    name="H100",
-    bandwidth_bytes_per_s=3.35e12,
-    macs_per_s={Precision.fp8: 1979e12 / 2, Precision.bf16: 989e12 / 2, Precision.fp16: 989e12 / 2,
-                Precision.tf32: 494e12 / 2, Precision.fp32: 67e12 / 2},  # fmt: skip
-    fp32_matmul_as=Precision.bf16,
-    source="NVIDIA H100 SXM vendor peaks: 3.35 TB/s HBM3, 989 TFLOP/s dense bf16, 1979 fp8, 494 tf32",
-)
+
+def _hopper(name: str, bandwidth_tb_s: float, memory: str) -> HardwareModel:
+    return HardwareModel(
+        name=name, bandwidth_bytes_per_s=bandwidth_tb_s * 1e12, macs_per_s=dict(_HOPPER_MACS),
+        fp32_matmul_as=Precision.bf16,
+        source=f"NVIDIA {name} SXM vendor peaks: {bandwidth_tb_s} TB/s {memory}, "
+        "989 TFLOP/s dense bf16, 1979 fp8, 494 tf32",
+    )  # fmt: skip
+
+
+H200 = _hopper("H200", 4.8, "HBM3e")
+H100 = _hopper("H100", 3.35, "HBM3")
 
 BUILTIN: dict[str, HardwareModel] = {m.name: m for m in (B200, H200, H100)}
 

@@ -35,24 +35,19 @@ def attention_macs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal:
     return batch_heads * pairs * (e + ev)
 
 
-def _mm(args, kwargs, out):
-    a, b = args[0], args[1]
-    return _numel(a.shape) * int(b.shape[-1]), (a, b)
+def _product_of(first: int) -> Callable:
+    """MACs of a (batched) matrix product whose operands are ``args[first]`` and ``args[first + 1]``: ``mm`` and
+    ``bmm`` take them first, ``addmm`` and ``baddbmm`` after the tensor they add to."""
+
+    def count(args, kwargs, out):
+        a, b = args[first], args[first + 1]
+        return _numel(a.shape) * int(b.shape[-1]), (a, b)
+
+    return count
 
 
-def _addmm(args, kwargs, out):
-    a, b = args[1], args[2]
-    return _numel(a.shape) * int(b.shape[-1]), (a, b)
-
-
-def _bmm(args, kwargs, out):
-    a, b = args[0], args[1]
-    return _numel(a.shape) * int(b.shape[-1]), (a, b)
-
-
-def _baddbmm(args, kwargs, out):
-    a, b = args[1], args[2]
-    return _numel(a.shape) * int(b.shape[-1]), (a, b)
+_mm = _product_of(0)  # also bmm
+_addmm = _product_of(1)  # also baddbmm
 
 
 def _mv(args, kwargs, out):
@@ -151,8 +146,8 @@ def _table() -> dict[Any, Callable]:
         add(name, _mm)
     add("addmm", _addmm)
     add("_addmm_activation", _addmm)
-    add("bmm", _bmm)
-    add("baddbmm", _baddbmm)
+    add("bmm", _mm)
+    add("baddbmm", _addmm)
     add("mv", _mv)
     add("addmv", _addmv)
     add("dot", _dot)
