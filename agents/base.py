@@ -22,9 +22,9 @@ class WorkloadFeedback:
     reason: str | None = None
     log_excerpt: str = ""
     latency_ms: float | None = None
-    t_b_ms: float | None = None
-    t_sol_ms: float | None = None
-    sol_score: float | None = None
+    t_b_ms: float | None = None  # the optimized PyTorch baseline's latency
+    t_sol_ms: float | None = None  # the speed-of-light time
+    sol_score: float | None = None  # 0.5 at the baseline's latency, 1.0 at the speed of light
     max_abs_error: float | None = None
 
 
@@ -48,8 +48,8 @@ class Candidate:
     solution: Solution
     agent: str
     language: str
-    model: str | None = None
-    parent_id: str | None = None
+    model: str | None = None  # the LLM that wrote it; None for an agent without one
+    parent_id: str | None = None  # the earlier attempt it built on
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0

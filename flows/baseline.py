@@ -30,12 +30,8 @@ def _baseline_on(run_id: str, store_dir: str, dirs: list[str], options: JudgeOpt
 
 @flow(name="baseline")
 def baseline(
-    problems: list[str] | None = None,
-    device: str = "auto",
-    data_dir: str | None = None,
-    run_id: str | None = None,
-    dask_address: str | None = None,
-    timeout_s: float = 60.0,
+    problems: list[str] | None = None, device: str = "auto", data_dir: str | None = None, run_id: str | None = None,
+    dask_address: str | None = None, timeout_s: float = 60.0,
 ) -> int:
     """Measure T_b of every problem on the device; store it in ``baselines`` (and what failed in
     ``failures``); returns the rows written."""

@@ -39,9 +39,9 @@ class ErrorStats:
 
     max_abs: float = 0.0
     max_rel: float = 0.0
-    matched: float = 1.0
-    rounds: int = 0
-    timed_checked: int = 0
+    matched: float = 1.0  # the lowest matched ratio
+    rounds: int = 0  # correctness rounds passed
+    timed_checked: int = 0  # timed calls whose outputs passed a check
 
     def add(self, c: Comparison) -> None:
         self.max_abs = max(self.max_abs, c.max_absolute_error)

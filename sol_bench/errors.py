@@ -63,41 +63,49 @@ class ReferenceFailure(SolBenchError):
 
 
 class CandidateFailure(SolBenchError):
-    """The candidate lost a workload; ``status`` is the verdict; ``stats`` holds error statistics if any."""
+    """The candidate lost a workload; ``status`` is the verdict; ``stats`` holds error statistics if any.
+
+    A subclass names its verdict in its bases: ``class WrongShape(CandidateFailure, status=...)``.
+    """
 
     status: Status = Status.RUNTIME_ERROR
+
+    def __init_subclass__(cls, status: Status | None = None, **kwargs: object):
+        super().__init_subclass__(**kwargs)
+        if status is not None:
+            cls.status = status
 
     def __init__(self, message: str, stats: object | None = None):
         super().__init__(message)
         self.stats = stats
 
 
-class CompileFailure(CandidateFailure):
-    status = Status.COMPILE_ERROR
+class CompileFailure(CandidateFailure, status=Status.COMPILE_ERROR):
+    """The candidate did not build."""
 
 
-class CandidateTimeout(CandidateFailure):
-    status = Status.TIMEOUT
+class CandidateTimeout(CandidateFailure, status=Status.TIMEOUT):
+    """Its build or a call ran out of time."""
 
 
-class CandidateCrash(CandidateFailure):
-    status = Status.RUNTIME_ERROR
+class CandidateCrash(CandidateFailure, status=Status.RUNTIME_ERROR):
+    """The candidate's process died."""
 
 
-class WrongShape(CandidateFailure):
-    status = Status.INCORRECT_SHAPE
+class WrongShape(CandidateFailure, status=Status.INCORRECT_SHAPE):
+    """An output's shape is not the reference's."""
 
 
-class WrongDtype(CandidateFailure):
-    status = Status.INCORRECT_DTYPE
+class WrongDtype(CandidateFailure, status=Status.INCORRECT_DTYPE):
+    """An output's dtype is not the reference's."""
 
 
-class WrongNumbers(CandidateFailure):
-    status = Status.INCORRECT_NUMERICAL
+class WrongNumbers(CandidateFailure, status=Status.INCORRECT_NUMERICAL):
+    """An output's values are outside the workload's tolerance."""
 
 
-class RewardHack(CandidateFailure):
-    status = Status.REWARD_HACK
+class RewardHack(CandidateFailure, status=Status.REWARD_HACK):
+    """The candidate games the measurement: it changes its inputs, hides work, or computes differently when timed."""
 
 
 class JudgeError(SolBenchError):

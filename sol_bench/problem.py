@@ -22,7 +22,7 @@ WORKLOAD_PICKS = ("smallest", "spread")  # how a bench run chooses N workloads p
 class Problem:
     """A problem directory, loaded and checked."""
 
-    path: Path
+    path: Path  # the directory, resolved
     definition: Definition
     workloads: tuple[Workload, ...]
 

@@ -20,7 +20,10 @@ from sol_bench.models import Solution
 from sol_bench.problem import Problem
 
 from . import replay
+from .entry_solution import entry_solution
 from .graph import shapes
+
+AUTHOR = "solforge-offline-compiled"
 
 
 @dataclass(frozen=True)
@@ -85,15 +88,11 @@ def render(problem: Problem, variant: CompileVariant) -> str:
 
 
 def solution(problem: Problem, variant: CompileVariant) -> Solution:
-    return Solution.model_validate({
-        "name": f"{problem.name}__ref_{variant.name}",
-        "definition": problem.name,
-        "author": "solforge-offline-compiled",
-        "description": f"the reference, {variant.name}",
-        "spec": {"languages": ["pytorch"], "entry_point": "kernel.py::solforge_entry",
-                 "destination_passing_style": variant.cuda_graph},
-        "sources": [{"path": "kernel.py", "content": render(problem, variant)}],
-    })  # fmt: skip
+    return entry_solution(
+        problem, name=f"{problem.name}__ref_{variant.name}", author=AUTHOR,
+        description=f"the reference, {variant.name}", language="pytorch", destination_passing=variant.cuda_graph,
+        kernel=render(problem, variant),
+    )  # fmt: skip
 
 
 def launch_bound(problem: Problem, threshold_bytes: int = 4 << 20) -> bool:
@@ -176,13 +175,9 @@ def tuned_solution(problem: Problem, gpu: bool) -> Solution:
     Inductor's C++ code. Destination-passing on a GPU (the graphs write into the judge's buffers)."""
     from . import tuned
 
-    return Solution.model_validate({
-        "name": f"{problem.name}__ref_tuned",
-        "definition": problem.name,
-        "author": "solforge-offline-compiled",
-        "description": "the reference, the fastest of its ways per input signature",
-        "spec": {"languages": ["pytorch"], "entry_point": "kernel.py::solforge_entry",
-                 "destination_passing_style": gpu},
-        "sources": [{"path": "kernel.py", "content": render_tuned(problem, gpu)},
-                    {"path": f"{TUNED_MODULE}.py", "content": Path(tuned.__file__).read_text()}],
-    })  # fmt: skip
+    return entry_solution(
+        problem, name=f"{problem.name}__ref_tuned", author=AUTHOR,
+        description="the reference, the fastest of its ways per input signature", language="pytorch",
+        destination_passing=gpu, kernel=render_tuned(problem, gpu),
+        files={f"{TUNED_MODULE}.py": Path(tuned.__file__).read_text()},
+    )  # fmt: skip

@@ -43,6 +43,7 @@ from sol_bench.reference import load_reference
 
 from . import compiled, replay
 from .compiled import CompileVariant, replay_source
+from .entry_solution import entry_solution
 
 _SEED = 5
 # a library call inside the launcher: the module then is not Triton alone (cuBLAS through extern_kernels, aten
@@ -377,13 +378,9 @@ def solution(problem: Problem, modules: Sequence[ExportedModule], variant: Compi
         problem=problem.name, variant=variant.name, replay=replay_source(), table=table, digest=digest, call=call,
         precision=repr(precision),
     )
-    return Solution.model_validate({
-        "name": solution_name(problem, variant),
-        "definition": problem.name,
-        "author": "solforge-offline-exported",
-        "description": f"the reference through Inductor, exported as its generated source ({variant.name})",
-        "spec": {"languages": [language(modules)], "entry_point": "kernel.py::solforge_entry",
-                 "destination_passing_style": variant.cuda_graph},
-        "sources": [{"path": "kernel.py", "content": entry},
-                    *({"path": f, "content": m.source} for f, m in files.items())],
-    })  # fmt: skip
+    return entry_solution(
+        problem, name=solution_name(problem, variant), author="solforge-offline-exported",
+        description=f"the reference through Inductor, exported as its generated source ({variant.name})",
+        language=language(modules), destination_passing=variant.cuda_graph, kernel=entry,
+        files={f: m.source for f, m in files.items()},
+    )

@@ -78,7 +78,7 @@ def block_problems(
     """Cut ``arch`` into the layer's stages and the whole layer, written under ``out_dir`` and loaded."""
     found: dict[str, Problem] = {}
     for cut in (*STAGES, LAYER):
-        drafts = extract(arch, dict(overrides or {}), dtype, ops=[cut])
+        drafts = extract(arch, dict(overrides or {}), dtype=dtype, ops=[cut])
         if len(drafts) != 1:
             raise BlockError(f"{arch}: cut {cut!r} gave {len(drafts)} problems, not one")
         found[cut] = load_problem(write_problem(drafts[0], out_dir, overwrite=True))

@@ -26,6 +26,9 @@ _LLAMA3_8B = dict(hidden_size=4096, num_attention_heads=32, num_key_value_heads=
                   intermediate_size=14336, vocab_size=128256, rms_norm_eps=1e-5, rope_theta=500000.0,
                   max_position_embeddings=8192, num_hidden_layers=32, attention_bias=False)  # fmt: skip
 
+_VIT_B16 = dict(hidden_size=768, num_attention_heads=12, intermediate_size=3072, patch_size=16, image_size=224,
+                num_channels=3, layer_norm_eps=1e-12, hidden_act="gelu", patch_bias=True, class_token=True)  # fmt: skip
+
 ARCHITECTURES: dict[str, Architecture] = {
     a.key: a
     for a in (
@@ -83,23 +86,17 @@ ARCHITECTURES: dict[str, Architecture] = {
             dtype="float8_e4m3fn",
             note="Linear layers run as fp8 e4m3 GEMMs with 128x128 weight-block and 1x128 activation scales.",
         ),
-        Architecture(
-            "vit-b16", "google/vit-base-patch16-224", "vision", "vit",
-            dict(hidden_size=768, num_attention_heads=12, intermediate_size=3072, patch_size=16, image_size=224,
-                 num_channels=3, layer_norm_eps=1e-12, hidden_act="gelu", patch_bias=True, class_token=True),
-        ),
+        Architecture("vit-b16", "google/vit-base-patch16-224", "vision", "vit", _VIT_B16),
         Architecture(
             "clip-vit-l14", "openai/clip-vit-large-patch14", "vision", "vit",
-            dict(hidden_size=1024, num_attention_heads=16, intermediate_size=4096, patch_size=14, image_size=224,
-                 num_channels=3, layer_norm_eps=1e-5, hidden_act="quick_gelu", patch_bias=False,
-                 class_token=True),
+            {**_VIT_B16, "hidden_size": 1024, "num_attention_heads": 16, "intermediate_size": 4096, "patch_size": 14,
+             "layer_norm_eps": 1e-5, "hidden_act": "quick_gelu", "patch_bias": False},
             note="Vision tower; QuickGELU; the patch convolution has no bias.",
         ),
         Architecture(
             "siglip-so400m", "google/siglip-so400m-patch14-384", "multimodal", "vit",
-            dict(hidden_size=1152, num_attention_heads=16, intermediate_size=4304, patch_size=14, image_size=384,
-                 num_channels=3, layer_norm_eps=1e-6, hidden_act="gelu_pytorch_tanh", patch_bias=True,
-                 class_token=False),
+            {**_VIT_B16, "hidden_size": 1152, "num_attention_heads": 16, "intermediate_size": 4304, "patch_size": 14,
+             "image_size": 384, "layer_norm_eps": 1e-6, "hidden_act": "gelu_pytorch_tanh", "class_token": False},
             note="Vision tower of the SigLIP image-text model (also the encoder of several VLMs).",
         ),
         Architecture(

@@ -35,10 +35,7 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 
 def extract(
-    arch_key: str,
-    overrides: dict[str, Any] | None = None,
-    dtype: str | None = None,
-    level: str = "all",
+    arch_key: str, overrides: dict[str, Any] | None = None, *, dtype: str | None = None, level: str = "all",
     ops: Iterable[str] | None = None,
 ) -> list[ProblemDraft]:
     """The problems of one architecture, each carrying its provenance."""

@@ -62,6 +62,9 @@ class GenerateConfig:
 
 @dataclass(frozen=True)
 class Rejection:
+    """A sampled problem that was not kept: its family, the check it failed (``gpu_budget``, ``load``,
+    ``cpu_check_cap``, ``reference_output``) and what that check saw."""
+
     family: str
     reason: str
     detail: str

@@ -41,9 +41,10 @@ def _attention_cuts(cfg: dict, dtype: str) -> list[Cut]:
     attn = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "attention_bias")
     norm_uses = ("hidden_size", "rms_norm_eps")
     cuts = [
-        Cut("rmsnorm", norms.rmsnorm_fwd(hidden=h, eps=eps, dtype=adt, rows=token_rows(), unit_offset=unit),
+        Cut("rmsnorm", norms.rmsnorm(hidden=h, eps=eps, dtype=adt, rows=token_rows(), unit_offset=unit),
             f"{layer}.input_layernorm, {layer}.post_attention_layernorm, model.norm", norm_uses),
-        Cut("rmsnorm_bwd", norms.rmsnorm_bwd(hidden=h, eps=eps, dtype=adt, rows=token_rows(), unit_offset=unit),
+        Cut("rmsnorm_bwd",
+            norms.rmsnorm(hidden=h, eps=eps, dtype=adt, rows=token_rows(), unit_offset=unit, backward=True),
             f"{layer}.input_layernorm (backward)", norm_uses),
         Cut("q_proj", _proj(cfg, dtype, h, nq * d, bias), f"{layer}.self_attn.q_proj", attn),
         Cut("kv_proj", _proj(cfg, dtype, h, nkv * d, bias), f"{layer}.self_attn.k_proj, {layer}.self_attn.v_proj",
@@ -131,9 +132,9 @@ def deepseek_v3(cfg: dict, dtype: str) -> list[Cut]:
     lora_uses = ("hidden_size", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim")
     route_uses = ("n_routed_experts", "num_experts_per_tok", "n_group", "topk_group", "routed_scaling_factor")
     cuts = [
-        Cut("rmsnorm", norms.rmsnorm_fwd(hidden=h, eps=eps, dtype=adt, rows=token_rows()),
+        Cut("rmsnorm", norms.rmsnorm(hidden=h, eps=eps, dtype=adt, rows=token_rows()),
             f"{layer}.input_layernorm, {layer}.post_attention_layernorm", ("hidden_size", "rms_norm_eps")),
-        Cut("rmsnorm_bwd", norms.rmsnorm_bwd(hidden=h, eps=eps, dtype=adt, rows=token_rows()),
+        Cut("rmsnorm_bwd", norms.rmsnorm(hidden=h, eps=eps, dtype=adt, rows=token_rows(), backward=True),
             f"{layer}.input_layernorm (backward)", ("hidden_size", "rms_norm_eps")),
         Cut("q_a_proj", _proj(cfg, dtype, h, cfg["q_lora_rank"], False), f"{layer}.self_attn.q_a_proj", lora_uses),
         Cut("kv_a_proj", _proj(cfg, dtype, h, cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"], False),

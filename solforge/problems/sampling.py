@@ -105,12 +105,13 @@ def _none(_: Env) -> int:
 
 def rmsnorm(rng: Random) -> Sample:
     cfg = dict(hidden=pick_hidden(rng), eps=rng.choice(EPS), dtype=pick_dtype(rng), unit_offset=rng.random() < 0.3)
-    return Sample("rmsnorm", "rmsnorm", cfg, norms.rmsnorm_fwd(rows=_rows(rng), **cfg), _none, cfg["dtype"])
+    return Sample("rmsnorm", "rmsnorm", cfg, norms.rmsnorm(rows=_rows(rng), **cfg), _none, cfg["dtype"])
 
 
 def rmsnorm_bwd(rng: Random) -> Sample:
     cfg = dict(hidden=pick_hidden(rng), eps=rng.choice(EPS), dtype=pick_dtype(rng), unit_offset=rng.random() < 0.3)
-    return Sample("rmsnorm_bwd", "rmsnorm_bwd", cfg, norms.rmsnorm_bwd(rows=_rows(rng), **cfg), _none, cfg["dtype"])
+    draft = norms.rmsnorm(rows=_rows(rng), backward=True, **cfg)
+    return Sample("rmsnorm_bwd", "rmsnorm_bwd", cfg, draft, _none, cfg["dtype"])
 
 
 def layernorm(rng: Random) -> Sample:

@@ -33,123 +33,87 @@ class TableSpec:
         return self.schema.names
 
 
-def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field:
-    return pa.field(name, type_, nullable=nullable)
+def _required(type_: pa.DataType, *names: str) -> list[pa.Field]:
+    return [pa.field(n, type_, nullable=False) for n in names]
 
 
-RUNS = TableSpec(
-    name="runs",
-    schema=pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("event", pa.string(), False),  # 'start' | 'end'
-        _f("agent", pa.string()),
-        _f("language", pa.string()),
-        _f("model", pa.string()),
-        _f("device", pa.string()),
-        _f("problems", pa.int32()),
-        _f("max_candidates", pa.int32()),
-        _f("budget_minutes", pa.float64()),
-        _f("budget_usd", pa.float64()),
-        _f("wall_s", pa.float64()),
-        _f("created_at", _TS, False),
-    ]),
-    key=("run_id", "event", "created_at"),
+def _optional(type_: pa.DataType, *names: str) -> list[pa.Field]:
+    return [pa.field(n, type_, nullable=True) for n in names]
+
+
+def _table(
+    name: str,
+    key: tuple[str, ...],
+    *columns: list[pa.Field],
+    positive: tuple[str, ...] = (),
+    status_column: str | None = None,
+) -> TableSpec:
+    """A table keyed by ``key`` whose columns, in order, are ``run_id`` (the run that wrote the row), ``columns``
+    and ``created_at``."""
+    first, last = _required(pa.string(), "run_id"), _required(_TS, "created_at")
+    fields = [*first, *(f for group in columns for f in group), *last]
+    return TableSpec(name=name, schema=pa.schema(fields), key=key, positive=positive, status_column=status_column)
+
+
+RUNS = _table(
+    "runs", ("run_id", "event", "created_at"),
+    _required(pa.string(), "event"),  # 'start' | 'end'
+    _optional(pa.string(), "agent", "language", "model", "device"),
+    _optional(pa.int32(), "problems", "max_candidates"),
+    _optional(pa.float64(), "budget_minutes", "budget_usd", "wall_s"),
 )
 
-PROBLEMS = TableSpec(
-    name="problems",
-    schema=pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("problem", pa.string(), False),
-        _f("path", pa.string(), False),
-        _f("op_type", pa.string()),
-        _f("workloads", pa.int32(), False),
-        _f("created_at", _TS, False),
-    ]),
-    key=("run_id", "problem"),
+PROBLEMS = _table(
+    "problems", ("run_id", "problem"),
+    _required(pa.string(), "problem", "path"),
+    _optional(pa.string(), "op_type"),
+    _required(pa.int32(), "workloads"),
 )
 
-CANDIDATES = TableSpec(
-    name="candidates",
-    schema=pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("candidate_id", pa.string(), False),
-        _f("problem", pa.string(), False),
-        _f("attempt", pa.int32(), False),
-        _f("agent", pa.string(), False),
-        _f("language", pa.string(), False),
-        _f("model", pa.string()),
-        _f("parent_id", pa.string()),
-        _f("source_hash", pa.string(), False),
-        _f("tokens_in", pa.int64(), False),
-        _f("tokens_out", pa.int64(), False),
-        _f("cost_usd", pa.float64(), False),
-        _f("generate_s", pa.float64()),
-        _f("created_at", _TS, False),
-    ]),
-    key=("run_id", "candidate_id"),
+CANDIDATES = _table(
+    "candidates", ("run_id", "candidate_id"),
+    _required(pa.string(), "candidate_id", "problem"),
+    _required(pa.int32(), "attempt"),
+    _required(pa.string(), "agent", "language"),
+    _optional(pa.string(), "model", "parent_id"),
+    _required(pa.string(), "source_hash"),
+    _required(pa.int64(), "tokens_in", "tokens_out"),
+    _required(pa.float64(), "cost_usd"),
+    _optional(pa.float64(), "generate_s"),
 )
 
-TRACES = TableSpec(
-    name="traces",
-    schema=pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("candidate_id", pa.string(), False),
-        _f("problem", pa.string(), False),
-        _f("workload_uuid", pa.string(), False),
-        _f("status", pa.string(), False),
-        _f("reason", pa.string()),
-        _f("latency_ms", pa.float64()),
-        _f("eager_ms", pa.float64()),
-        _f("t_b_ms", pa.float64()),
-        _f("t_sol_ms", pa.float64()),
-        _f("speedup", pa.float64()),  # vs T_b
-        _f("speedup_vs_eager", pa.float64()),
-        _f("sol_score", pa.float64()),
-        _f("max_abs_error", pa.float64()),
-        _f("seed", pa.int64()),
-        _f("device", pa.string()),
-        _f("judge_s", pa.float64()),
-        _f("created_at", _TS, False),
-    ]),
-    key=("run_id", "candidate_id", "workload_uuid"),
+TRACES = _table(
+    "traces", ("run_id", "candidate_id", "workload_uuid"),
+    _required(pa.string(), "candidate_id", "problem", "workload_uuid", "status"),
+    _optional(pa.string(), "reason"),
+    _optional(pa.float64(), "latency_ms", "eager_ms", "t_b_ms", "t_sol_ms"),
+    _optional(pa.float64(), "speedup"),  # vs T_b
+    _optional(pa.float64(), "speedup_vs_eager", "sol_score", "max_abs_error"),
+    _optional(pa.int64(), "seed"),
+    _optional(pa.string(), "device"),
+    _optional(pa.float64(), "judge_s"),
     positive=("latency_ms", "eager_ms", "t_b_ms", "t_sol_ms", "speedup", "speedup_vs_eager"),
     status_column="status",
 )
 
-BASELINES = TableSpec(
-    name="baselines",
-    schema=pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("problem", pa.string(), False),
-        _f("workload_uuid", pa.string(), False),
-        _f("kind", pa.string(), False),  # 'eager' | 'compiled' | ...
-        _f("device", pa.string(), False),
-        _f("status", pa.string(), False),
-        _f("latency_ms", pa.float64()),
-        _f("t_sol_ms", pa.float64()),
-        _f("created_at", _TS, False),
-    ]),
-    key=("run_id", "problem", "workload_uuid", "kind", "device"),
+BASELINES = _table(
+    "baselines", ("run_id", "problem", "workload_uuid", "kind", "device"),
+    _required(pa.string(), "problem", "workload_uuid", "kind", "device", "status"),  # kind: 'eager' | 'compiled' | ...
+    _optional(pa.float64(), "latency_ms", "t_sol_ms"),
     positive=("latency_ms", "t_sol_ms"),
     status_column="status",
 )
 
-DECISIONS = TableSpec(
-    name="decisions",
-    schema=pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("round", pa.int32(), False),
-        _f("problem", pa.string(), False),
-        _f("attempts", pa.int32(), False),
-        _f("stopped", pa.bool_(), False),
-        _f("headroom", pa.float64()),
-        _f("reason", pa.string(), False),
-        _f("planner", pa.string()),  # 'rules' | 'llm' (the rules' reason says why an LLM's answer was not used)
-        _f("cost_usd", pa.float64()),  # what the round's decision cost (on its first row only)
-        _f("created_at", _TS, False),
-    ]),
-    key=("run_id", "round", "problem"),
+DECISIONS = _table(
+    "decisions", ("run_id", "round", "problem"),
+    _required(pa.int32(), "round"),
+    _required(pa.string(), "problem"),
+    _required(pa.int32(), "attempts"),
+    _required(pa.bool_(), "stopped"),
+    _optional(pa.float64(), "headroom"),
+    _required(pa.string(), "reason"),
+    _optional(pa.string(), "planner"),  # 'rules' | 'llm' (the rules' reason says why an LLM's answer was not used)
+    _optional(pa.float64(), "cost_usd"),  # what the round's decision cost (on its first row only)
 )
 
 # Tables sit one folder down in the data dir, so none lands in a folder that holds something else (the bundled
@@ -158,24 +122,18 @@ TABLES_DIR = "tables"
 # What failed outside the judge's verdicts, so one problem's failure is a row and the run goes on: a problem
 # that does not load, an agent that raised instead of proposing, a judge that failed twice, a baseline that
 # could not be measured. ``stage``: load | generate | judge | baseline.
-FAILURES = TableSpec(
-    name="failures",
-    schema=pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("problem", pa.string(), False),  # the problem's name, or its directory when it did not load
-        _f("stage", pa.string(), False),
-        _f("attempt", pa.int32()),  # the attempt it cost, if any
-        _f("candidate_id", pa.string()),
-        _f("parent_id", pa.string()),  # the earlier attempt the failed one built on
-        _f("path", pa.string()),
-        _f("reason", pa.string(), False),
-        _f("agent", pa.string()),
-        _f("tokens_in", pa.int64()),
-        _f("tokens_out", pa.int64()),
-        _f("cost_usd", pa.float64()),
-        _f("created_at", _TS, False),
-    ]),
-    key=("run_id", "problem", "stage", "attempt", "candidate_id"),
+FAILURES = _table(
+    "failures", ("run_id", "problem", "stage", "attempt", "candidate_id"),
+    _required(pa.string(), "problem"),  # the problem's name, or its directory when it did not load
+    _required(pa.string(), "stage"),
+    _optional(pa.int32(), "attempt"),  # the attempt it cost, if any
+    _optional(pa.string(), "candidate_id"),
+    _optional(pa.string(), "parent_id"),  # the earlier attempt the failed one built on
+    _optional(pa.string(), "path"),
+    _required(pa.string(), "reason"),
+    _optional(pa.string(), "agent"),
+    _optional(pa.int64(), "tokens_in", "tokens_out"),
+    _optional(pa.float64(), "cost_usd"),
 )
 
 TABLES: dict[str, TableSpec] = {

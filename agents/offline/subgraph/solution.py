@@ -21,6 +21,7 @@ from sol_bench.problem import Problem
 from sol_bench.reference import load_reference
 
 from ..compiled import replay_source
+from ..entry_solution import entry_solution
 from .capture import NotCapturable, capture
 from .ops import NAMESPACE
 from .region import target_name
@@ -127,13 +128,8 @@ def render(problem: Problem) -> str:
 
 def solution(problem: Problem, found: Found) -> Solution:
     families = "+".join(found.families) or "none"
-    return Solution.model_validate({
-        "name": f"{problem.name}__subgraph_{families.replace('+', '_')}",
-        "definition": problem.name,
-        "author": "solforge-offline-subgraph",
-        "description": f"the reference with {families} replaced by their kernels, the rest by Inductor, one CUDA graph",
-        "spec": {"languages": ["triton"], "entry_point": "kernel.py::solforge_entry",
-                 "destination_passing_style": True},
-        "sources": [{"path": "kernel.py", "content": render(problem)},
-                    *({"path": p, "content": t} for p, t in shipped_files().items())],
-    })  # fmt: skip
+    return entry_solution(
+        problem, name=f"{problem.name}__subgraph_{families.replace('+', '_')}", author="solforge-offline-subgraph",
+        description=f"the reference with {families} replaced by their kernels, the rest by Inductor, one CUDA graph",
+        language="triton", destination_passing=True, kernel=render(problem), files=shipped_files(),
+    )

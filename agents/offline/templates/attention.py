@@ -64,8 +64,7 @@ def _bhsd(t, axes):
 
 
 ATTENTION = Family(
-    name="attention",
-    candidates=attention_candidates,
+    "attention", attention_candidates,
     semantics=probed_semantics,
     prune=dedupe,
     renderers=(

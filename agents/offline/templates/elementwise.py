@@ -264,8 +264,7 @@ def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
 
 
 FAMILY = Family(
-    name="elementwise",
-    candidates=match,
+    "elementwise", match,
     prune=one_act_per_structure,
     renderers=(
         Renderer("pytorch", False, {}, render_pytorch),

@@ -147,8 +147,7 @@ def render_layernorm_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) ->
 
 
 LAYERNORM = Family(
-    name="layernorm",
-    candidates=match_layernorm,
+    "layernorm", match_layernorm,
     renderers=(
         Renderer("pytorch", False, {}, render_layernorm_pytorch),
         Renderer("triton", True, {"num_warps": (4, 8, 16)}, render_layernorm_triton),

@@ -120,15 +120,11 @@ _gemm_launch = _Launcher(_gemm)
 
 
 GEMM = Family(
-    name="gemm",
-    candidates=match_gemm,
+    "gemm", match_gemm,
     renderers=(
         Renderer("pytorch", False, {}, render_gemm_pytorch),
-        Renderer(
-            "triton", True,
-            {"bm": (128, 64), "bn": (128, 256), "bk": (64,), "num_warps": (8,), "stages": (3, 4)},
-            render_gemm_triton,
-        ),  # fmt: skip
+        Renderer("triton", True, {"bm": (128, 64), "bn": (128, 256), "bk": (64,), "num_warps": (8,), "stages": (3, 4)},
+                 render_gemm_triton),
         # Measured on one H200, in one call: the split kernel with a whole column a CTA led on all three
         # bundled linears: k4096 11.1 us at 256 threads (gemv_cols 12.4), k8192 7.4 (7.9), linear_bias 3.3 at
         # 512 threads (3.8). gemv_cols stays in the grid behind it. Dropped after measurement: a

@@ -180,8 +180,7 @@ def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
 
 
 FAMILY = Family(
-    name="mha",
-    candidates=match_mha,
+    "mha", match_mha,
     renderers=(
         Renderer("pytorch", False, {}, render_pytorch),
         Renderer(

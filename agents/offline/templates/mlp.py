@@ -282,8 +282,8 @@ def render_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
 
 
 FAMILY = Family(
-    name="mlp",
-    candidates=match_mlp,
+    "mlp", match_mlp,
+    prune=one_act_per_structure,
     renderers=(
         Renderer("pytorch", False, {}, render_pytorch),
         Renderer(
@@ -328,7 +328,6 @@ FAMILY = Family(
         # ~2 TB/s where the unfused kernels, 2-3 CTAs per SM, reach ~7.5. Kept, tested, not planned.
         Renderer("cuda_cpp", True, WGMMA_GRID, render_cuda_wgmma, file=CUDA_FILE, accepts=wgmma_accepts),
     ),
-    prune=one_act_per_structure,
 )
 
 # Notes: the reference rounds x·W1ᵀ to the input dtype before adding b1 and again after; the fused epilogue

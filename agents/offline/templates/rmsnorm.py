@@ -179,8 +179,7 @@ def render_cute(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
 
 
 FAMILY = Family(
-    name="rmsnorm",
-    candidates=match,
+    "rmsnorm", match,
     renderers=(
         Renderer("pytorch", False, {"cast_before_weight": (False, True)}, render_pytorch),
         # more warps read faster on one-row calls (more of the row's loads issued at once): 16 was the best of

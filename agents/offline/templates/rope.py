@@ -293,8 +293,7 @@ def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict[str,
 
 
 ROPE = Family(
-    name="rope",
-    candidates=match,
+    "rope", match,
     prune=_first,
     renderers=(
         Renderer("pytorch", False, {}, render_pytorch),

@@ -113,8 +113,7 @@ def render_softmax_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> s
 
 
 SOFTMAX = Family(
-    name="softmax",
-    candidates=match_softmax,
+    "softmax", match_softmax,
     renderers=(
         Renderer("pytorch", False, {}, render_softmax_pytorch),
         Renderer("triton", True, {"num_warps": (4, 8, 16)}, render_softmax_triton),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..draft import ProblemDraft
 from .common import SHORT, VAR, const, problem, source, tensor, tolerance
 
 _DECODE = '''
@@ -127,20 +128,30 @@ def causal_fragments(inputs: dict[str, Any], bias: bool, dtype: str) -> dict[str
             "DTYPE": f"torch.{dtype}"}
 
 
-def decode_attention(*, q_heads: int, kv_heads: int, head_dim: int, dtype: str,
-                     sizes: tuple[tuple[int, int], ...]):  # fmt: skip
-    name = f"decode_attention_q{q_heads}_kv{kv_heads}_d{head_dim}_{SHORT[dtype]}"
+def decode_problem(*, name: str, summary: str, reference: str, q_heads: int, kv_heads: int, head_dim: int, dtype: str,
+                   sizes: tuple[tuple[int, int], ...], extra: dict[str, dict[str, Any]] | None = None) -> ProblemDraft:
+    """A decode-step attention problem: one query per sequence [B, HQ, D] over KV caches [B, HKV, L, D] (GQA),
+    ``extra`` inputs after them; ``sizes`` are (B, L) pairs."""
     return problem(
-        name=name, level="L1", op_type="attention",
-        summary=f"Decode-step attention: one new query per sequence over a KV cache of L tokens, {q_heads} query "
-        f"heads sharing {kv_heads} KV heads of size {head_dim} (GQA), {dtype}.",
+        name=name, level="L1", op_type="attention", summary=summary,
         axes={"B": VAR, "L": VAR, "HQ": const(q_heads), "HKV": const(kv_heads), "D": const(head_dim)},
         inputs={"q": tensor(["B", "HQ", "D"], dtype), "k_cache": tensor(["B", "HKV", "L", "D"], dtype),
-                "v_cache": tensor(["B", "HKV", "L", "D"], dtype)},
+                "v_cache": tensor(["B", "HKV", "L", "D"], dtype), **(extra or {})},
         outputs={"out": tensor(["B", "HQ", "D"], dtype)},
-        reference=_DECODE.lstrip("\n"),
+        reference=reference,
         sizes=({"B": b, "L": n} for b, n in sizes), tol=tolerance(dtype, "block"),
         tags=("attention", "decode", "forward"),
+    )  # fmt: skip
+
+
+def decode_attention(*, q_heads: int, kv_heads: int, head_dim: int, dtype: str,
+                     sizes: tuple[tuple[int, int], ...]):  # fmt: skip
+    return decode_problem(
+        name=f"decode_attention_q{q_heads}_kv{kv_heads}_d{head_dim}_{SHORT[dtype]}",
+        summary=f"Decode-step attention: one new query per sequence over a KV cache of L tokens, {q_heads} query "
+        f"heads sharing {kv_heads} KV heads of size {head_dim} (GQA), {dtype}.",
+        reference=_DECODE.lstrip("\n"),
+        q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype, sizes=sizes,
     )  # fmt: skip
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..draft import ProblemDraft
 from .attention import QKV_BIAS_INIT, causal_fragments, qkv_projections
-from .common import (
-    SHORT, VAR, Rows, const, eps_tag, expr, init_source, kinds_by_prefix, problem, source, tensor, tolerance,
-)  # fmt: skip
+from .common import SHORT, VAR, Rows, const, eps_tag, expr, problem, source, tensor, tolerance, with_init
 from .elementwise import GELU
 
 _GATED_MLP = '''
@@ -169,42 +170,42 @@ def run(mel, conv1_w, conv1_b, conv2_w, conv2_b, pos_embed):
 '''
 
 
-def _with_init(reference: str, inputs: dict, dtype: str, kinds: dict[str, str] | None = None) -> str:
-    return reference + "\n" + init_source(inputs, {**kinds_by_prefix(inputs), **(kinds or {})}, dtype)
-
-
-def gated_mlp(*, hidden: int, intermediate: int, act: str, dtype: str, rows: Rows):
-    label = {"silu": "swiglu", "tanh": "geglu_tanh"}[act]
-    name = f"mlp_{label}_h{hidden}_i{intermediate}{rows.tag}_{SHORT[dtype]}"
-    inputs = {"x": tensor([*rows.names, "H"], dtype), "w_gate": tensor(["I", "H"], dtype),
-              "w_up": tensor(["I", "H"], dtype), "w_down": tensor(["H", "I"], dtype)}
+def _mlp(*, name: str, summary: str, axes: dict[str, dict[str, Any]], inputs: dict[str, dict[str, Any]],
+         out_axis: str, template: str, act: str, dtype: str, rows: Rows) -> ProblemDraft:  # fmt: skip
+    """An MLP block over ``rows``, weights as inputs: ``y`` is ``[*rows, out_axis]``."""
     return problem(
-        name=name, level="L2", op_type="mlp",
-        summary=f"Gated MLP block ({label}): down(act(gate(x)) * up(x)), {hidden} -> {intermediate} -> {hidden}, "
-        f"{dtype}, weights as inputs.",
-        axes={**rows.axis_defs, "H": const(hidden), "I": const(intermediate)},
+        name=name, level="L2", op_type="mlp", summary=summary,
+        axes={**rows.axis_defs, **axes},
         inputs=inputs,
-        outputs={"y": tensor([*rows.names, "H"], dtype)},
-        reference=_with_init(source(_GATED_MLP, raw={"ACT": GELU[act]}), inputs, dtype),
+        outputs={"y": tensor([*rows.names, out_axis], dtype)},
+        reference=with_init(source(template, raw={"ACT": GELU[act]}), inputs, dtype),
         sizes=rows.sizes, tol=tolerance(dtype, "block"),
         tags=("mlp", "gemm", "forward"),
     )  # fmt: skip
 
 
+def gated_mlp(*, hidden: int, intermediate: int, act: str, dtype: str, rows: Rows):
+    label = {"silu": "swiglu", "tanh": "geglu_tanh"}[act]
+    return _mlp(
+        name=f"mlp_{label}_h{hidden}_i{intermediate}{rows.tag}_{SHORT[dtype]}",
+        summary=f"Gated MLP block ({label}): down(act(gate(x)) * up(x)), {hidden} -> {intermediate} -> {hidden}, "
+        f"{dtype}, weights as inputs.",
+        axes={"H": const(hidden), "I": const(intermediate)},
+        inputs={"x": tensor([*rows.names, "H"], dtype), "w_gate": tensor(["I", "H"], dtype),
+                "w_up": tensor(["I", "H"], dtype), "w_down": tensor(["H", "I"], dtype)},
+        out_axis="H", template=_GATED_MLP, act=act, dtype=dtype, rows=rows,
+    )  # fmt: skip
+
+
 def gelu_mlp(*, in_features: int, hidden: int, out_features: int, act: str, dtype: str, rows: Rows):
-    name = f"mlp_gelu_{act}_k{in_features}_i{hidden}_n{out_features}{rows.tag}_{SHORT[dtype]}"
-    inputs = {"x": tensor([*rows.names, "K"], dtype), "w1": tensor(["I", "K"], dtype), "b1": tensor(["I"], dtype),
-              "w2": tensor(["NO", "I"], dtype), "b2": tensor(["NO"], dtype)}
-    return problem(
-        name=name, level="L2", op_type="mlp",
+    return _mlp(
+        name=f"mlp_gelu_{act}_k{in_features}_i{hidden}_n{out_features}{rows.tag}_{SHORT[dtype]}",
         summary=f"MLP block: fc2(gelu_{act}(fc1(x))) with biases, {in_features} -> {hidden} -> {out_features}, "
         f"{dtype}, weights as inputs.",
-        axes={**rows.axis_defs, "K": const(in_features), "I": const(hidden), "NO": const(out_features)},
-        inputs=inputs,
-        outputs={"y": tensor([*rows.names, "NO"], dtype)},
-        reference=_with_init(source(_GELU_MLP, raw={"ACT": GELU[act]}), inputs, dtype),
-        sizes=rows.sizes, tol=tolerance(dtype, "block"),
-        tags=("mlp", "gemm", "forward"),
+        axes={"K": const(in_features), "I": const(hidden), "NO": const(out_features)},
+        inputs={"x": tensor([*rows.names, "K"], dtype), "w1": tensor(["I", "K"], dtype), "b1": tensor(["I"], dtype),
+                "w2": tensor(["NO", "I"], dtype), "b2": tensor(["NO"], dtype)},
+        out_axis="NO", template=_GELU_MLP, act=act, dtype=dtype, rows=rows,
     )  # fmt: skip
 
 
@@ -235,9 +236,23 @@ def decoder_layer(*, hidden: int, q_heads: int, kv_heads: int, head_dim: int, in
     )  # fmt: skip
 
 
+def _batched(*, name: str, op_type: str, summary: str, axes: dict[str, dict[str, Any]],
+             inputs: dict[str, dict[str, Any]], out: list[str], reference: str, tags: tuple[str, ...], dtype: str,
+             batches: tuple[int, ...]) -> ProblemDraft:  # fmt: skip
+    """A block over a batch ``B`` (a workload per entry of ``batches``) whose output ``y`` is ``out``."""
+    return problem(
+        name=name, level="L2", op_type=op_type, summary=summary,
+        axes={"B": VAR, **axes},
+        inputs=inputs,
+        outputs={"y": tensor(out, dtype)},
+        reference=reference,
+        sizes=({"B": b} for b in batches), tol=tolerance(dtype, "block"),
+        tags=tags,
+    )  # fmt: skip
+
+
 def dit_block(*, hidden: int, heads: int, mlp_hidden: int, tokens: int, act: str, dtype: str,
               batches: tuple[int, ...]):  # fmt: skip
-    name = f"dit_block_h{hidden}_heads{heads}_f{mlp_hidden}_n{tokens}_{SHORT[dtype]}"
     d, f = ["D"], ["F"]
     inputs = {"x": tensor(["B", "N", "D"], dtype), "c": tensor(["B", "D"], dtype),
               "w_ada": tensor(["D6", "D"], dtype), "b_ada": tensor(["D6"], dtype),
@@ -245,24 +260,21 @@ def dit_block(*, hidden: int, heads: int, mlp_hidden: int, tokens: int, act: str
               "w_proj": tensor(["D", "D"], dtype), "b_proj": tensor(d, dtype),
               "w_fc1": tensor(["F", "D"], dtype), "b_fc1": tensor(f, dtype),
               "w_fc2": tensor(["D", "F"], dtype), "b_fc2": tensor(d, dtype)}
-    return problem(
-        name=name, level="L2", op_type="dit_block",
+    return _batched(
+        name=f"dit_block_h{hidden}_heads{heads}_f{mlp_hidden}_n{tokens}_{SHORT[dtype]}", op_type="dit_block",
         summary=f"DiT block with adaLN modulation: SiLU + linear on the conditioning vector gives shift/scale/gate "
         f"for attention ({heads} heads, {tokens} tokens of {hidden}) and for the gelu_{act} MLP ({mlp_hidden}), "
         f"LayerNorm without affine (eps 1e-6), gated residuals; {dtype}, weights as inputs.",
-        axes={"B": VAR, "N": const(tokens), "D": const(hidden), "F": const(mlp_hidden), "D3": expr("3 * D"),
+        axes={"N": const(tokens), "D": const(hidden), "F": const(mlp_hidden), "D3": expr("3 * D"),
               "D6": expr("6 * D")},
-        inputs=inputs,
-        outputs={"y": tensor(["B", "N", "D"], dtype)},
+        inputs=inputs, out=["B", "N", "D"],
         reference=source(_DIT_BLOCK, raw={"ACT": GELU[act], "DTYPE": f"torch.{dtype}"}, HEADS=heads),
-        sizes=({"B": b} for b in batches), tol=tolerance(dtype, "block"),
-        tags=("dit", "attention", "mlp", "forward"),
+        tags=("dit", "attention", "mlp", "forward"), dtype=dtype, batches=batches,
     )  # fmt: skip
 
 
 def unet_resnet_block(*, channels: int, spatial: int, temb_dim: int, groups: int, eps: float, dtype: str,
                       batches: tuple[int, ...]):  # fmt: skip
-    name = f"unet_resnet_block_c{channels}_s{spatial}_t{temb_dim}_g{groups}_{SHORT[dtype]}"
     c, x = ["C"], ["B", "C", "S", "S"]
     inputs = {"x": tensor(x, dtype), "temb": tensor(["B", "TD"], dtype),
               "norm1_w": tensor(c, dtype), "norm1_b": tensor(c, dtype),
@@ -270,53 +282,45 @@ def unet_resnet_block(*, channels: int, spatial: int, temb_dim: int, groups: int
               "temb_w": tensor(["C", "TD"], dtype), "temb_b": tensor(c, dtype),
               "norm2_w": tensor(c, dtype), "norm2_b": tensor(c, dtype),
               "conv2_w": tensor(["C", "C", "3", "3"], dtype), "conv2_b": tensor(c, dtype)}
-    return problem(
-        name=name, level="L2", op_type="resnet_block",
+    return _batched(
+        name=f"unet_resnet_block_c{channels}_s{spatial}_t{temb_dim}_g{groups}_{SHORT[dtype]}", op_type="resnet_block",
         summary=f"UNet resnet block at {channels} channels, {spatial}x{spatial}: GroupNorm({groups}) + SiLU, 3x3 "
         f"conv, plus the projected timestep embedding ({temb_dim}), GroupNorm + SiLU, 3x3 conv, residual; {dtype}.",
-        axes={"B": VAR, "C": const(channels), "S": const(spatial), "TD": const(temb_dim)},
-        inputs=inputs,
-        outputs={"y": tensor(x, dtype)},
-        reference=_with_init(source(_UNET_RESNET, GROUPS=groups, EPS=eps), inputs, dtype),
-        sizes=({"B": b} for b in batches), tol=tolerance(dtype, "block"),
-        tags=("conv", "groupnorm", "forward"),
+        axes={"C": const(channels), "S": const(spatial), "TD": const(temb_dim)},
+        inputs=inputs, out=x,
+        reference=with_init(source(_UNET_RESNET, GROUPS=groups, EPS=eps), inputs, dtype),
+        tags=("conv", "groupnorm", "forward"), dtype=dtype, batches=batches,
     )  # fmt: skip
 
 
 def convnext_block(*, channels: int, spatial: int, eps: float, dtype: str, batches: tuple[int, ...]):
-    name = f"convnext_block_c{channels}_s{spatial}_{SHORT[dtype]}"
     c = ["C"]
     inputs = {"x": tensor(["B", "C", "S", "S"], dtype), "dw_w": tensor(["C", "1", "7", "7"], dtype),
               "dw_b": tensor(c, dtype), "ln_w": tensor(c, dtype), "ln_b": tensor(c, dtype),
               "w1": tensor(["C4", "C"], dtype), "b1": tensor(["C4"], dtype), "w2": tensor(["C", "C4"], dtype),
               "b2": tensor(c, dtype), "gamma": tensor(c, dtype)}
-    return problem(
-        name=name, level="L2", op_type="convnext_block",
+    return _batched(
+        name=f"convnext_block_c{channels}_s{spatial}_{SHORT[dtype]}", op_type="convnext_block",
         summary=f"ConvNeXt block at {channels} channels, {spatial}x{spatial}: depthwise 7x7 conv, channels-last "
         f"LayerNorm (eps {eps}), pointwise MLP {channels} -> {4 * channels} -> {channels} with exact GELU, layer "
         f"scale, residual; {dtype}.",
-        axes={"B": VAR, "C": const(channels), "S": const(spatial), "C4": expr("4 * C")},
-        inputs=inputs,
-        outputs={"y": tensor(["B", "C", "S", "S"], dtype)},
-        reference=_with_init(source(_CONVNEXT, raw={"ACT": GELU["exact"]}, EPS=eps), inputs, dtype),
-        sizes=({"B": b} for b in batches), tol=tolerance(dtype, "block"),
-        tags=("conv", "mlp", "forward"),
+        axes={"C": const(channels), "S": const(spatial), "C4": expr("4 * C")},
+        inputs=inputs, out=["B", "C", "S", "S"],
+        reference=with_init(source(_CONVNEXT, raw={"ACT": GELU["exact"]}, EPS=eps), inputs, dtype),
+        tags=("conv", "mlp", "forward"), dtype=dtype, batches=batches,
     )  # fmt: skip
 
 
 def whisper_conv_stem(*, mel_bins: int, frames: int, hidden: int, dtype: str, batches: tuple[int, ...]):
-    name = f"conv1d_stem_m{mel_bins}_f{frames}_h{hidden}_{SHORT[dtype]}"
     inputs = {"mel": tensor(["B", "M", "FR"], dtype), "conv1_w": tensor(["H", "M", "3"], dtype),
               "conv1_b": tensor(["H"], dtype), "conv2_w": tensor(["H", "H", "3"], dtype),
               "conv2_b": tensor(["H"], dtype), "pos_embed": tensor(["FO", "H"], dtype)}
-    return problem(
-        name=name, level="L2", op_type="conv_stem",
+    return _batched(
+        name=f"conv1d_stem_m{mel_bins}_f{frames}_h{hidden}_{SHORT[dtype]}", op_type="conv_stem",
         summary=f"Audio encoder stem: conv1d {mel_bins} -> {hidden} (k3), GELU, conv1d {hidden} -> {hidden} (k3, "
         f"stride 2), GELU, to time-major plus positional embedding, over {frames} mel frames; {dtype}.",
-        axes={"B": VAR, "M": const(mel_bins), "FR": const(frames), "H": const(hidden), "FO": expr("FR // 2")},
-        inputs=inputs,
-        outputs={"y": tensor(["B", "FO", "H"], dtype)},
-        reference=_with_init(source(_WHISPER_STEM, raw={"ACT": GELU["exact"]}), inputs, dtype),
-        sizes=({"B": b} for b in batches), tol=tolerance(dtype, "block"),
-        tags=("conv", "forward"),
+        axes={"M": const(mel_bins), "FR": const(frames), "H": const(hidden), "FO": expr("FR // 2")},
+        inputs=inputs, out=["B", "FO", "H"],
+        reference=with_init(source(_WHISPER_STEM, raw={"ACT": GELU["exact"]}), inputs, dtype),
+        tags=("conv", "forward"), dtype=dtype, batches=batches,
     )  # fmt: skip

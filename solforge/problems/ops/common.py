@@ -183,3 +183,11 @@ def kinds_by_prefix(inputs: Iterable[str]) -> dict[str, str]:
         elif n.startswith("b") or n.endswith("_b"):
             out[n] = "bias"
     return out
+
+
+def with_init(
+    reference: str, inputs: dict[str, dict[str, Any]], dtype: str, kinds: dict[str, str] | None = None
+) -> str:
+    """``reference`` followed by its ``make_inputs`` (``init_source``): each input's kind from its name
+    (``kinds_by_prefix``) unless ``kinds`` gives it."""
+    return reference + "\n" + init_source(inputs, {**kinds_by_prefix(inputs), **(kinds or {})}, dtype)

@@ -4,8 +4,13 @@ attention with QK-norm, and the two data-dependent halves of an MoE layer (dispa
 
 from __future__ import annotations
 
-from .common import SHORT, VAR, Rows, const, eps_tag, expr, init_source, problem, source, tensor, tolerance
-from .elementwise import GELU
+from typing import Any
+
+from ..draft import ProblemDraft
+from .attention import decode_problem
+from .common import SHORT, VAR, Rows, const, eps_tag, expr, problem, source, tensor, tolerance, with_init
+from .elementwise import GELU, rope_problem
+from .linear import projection_inputs
 
 # Ids and permutations must match exactly; gathered rows are copies.
 EXACT = {"max_atol": 0.0, "max_rtol": 0.0, "required_matched_ratio": 1.0}
@@ -243,20 +248,14 @@ def rope(*, q_heads: int, kv_heads: int, head_dim: int, rotary_dim: int, theta: 
          max_position: int, dtype: str, rows: Rows):  # fmt: skip
     layout = "interleaved" if interleaved else "halfsplit"
     partial = f"_rot{rotary_dim}" if rotary_dim != head_dim else ""
-    name = f"rope_{layout}_q{q_heads}_kv{kv_heads}_d{head_dim}{partial}_theta{int(theta)}_{SHORT[dtype]}"
-    return problem(
-        name=name, level="L1", op_type="rope",
+    return rope_problem(
+        name=f"rope_{layout}_q{q_heads}_kv{kv_heads}_d{head_dim}{partial}_theta{int(theta)}_{SHORT[dtype]}",
         summary=f"Rotary position embedding ({layout} pairs, theta {theta:g}) on the first {rotary_dim} of "
         f"{head_dim} channels of {q_heads} query and {kv_heads} key heads, {dtype}. Tokens come from up to four "
         f"packed sequences, each a contiguous run of positions inside a {max_position}-token window.",
-        axes={**rows.axis_defs, "HQ": const(q_heads), "HKV": const(kv_heads), "D": const(head_dim)},
-        inputs={"q": tensor(["T", "HQ", "D"], dtype), "k": tensor(["T", "HKV", "D"], dtype),
-                "positions": tensor(["T"], "int64")},
-        outputs={"q_out": tensor(["T", "HQ", "D"], dtype), "k_out": tensor(["T", "HKV", "D"], dtype)},
         reference=source(_ROPE, raw={"DTYPE": f"torch.{dtype}"}, THETA=float(theta), ROTARY_DIM=rotary_dim,
                          INTERLEAVED=interleaved, MAX_POSITION=max_position),
-        sizes=rows.sizes, tol=tolerance(dtype, "elementwise"),
-        tags=("rope", "forward"),
+        q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype, rows=rows,
     )  # fmt: skip
 
 
@@ -264,9 +263,7 @@ def linear_epilogue(*, in_features: int, out_features: int, bias: bool, act: str
                     rows: Rows):  # fmt: skip
     parts = ("_bias" if bias else "") + (f"_{act}" if act != "none" else "") + ("_residual" if residual else "")
     name = f"linear{parts}_k{in_features}_n{out_features}{rows.tag}_{SHORT[dtype]}"
-    inputs = {"x": tensor([*rows.names, "K"], dtype), "weight": tensor(["N", "K"], dtype)}
-    if bias:
-        inputs["bias"] = tensor(["N"], dtype)
+    inputs = projection_inputs(bias=bias, dtype=dtype, rows=rows)
     if residual:
         inputs["residual"] = tensor([*rows.names, "N"], dtype)
     formula = f"{act}(x W^T{' + b' if bias else ''}){' + residual' if residual else ''}"
@@ -276,9 +273,8 @@ def linear_epilogue(*, in_features: int, out_features: int, bias: bool, act: str
         axes={**rows.axis_defs, "K": const(in_features), "N": const(out_features)},
         inputs=inputs,
         outputs={"y": tensor([*rows.names, "N"], dtype)},
-        reference=source(_LINEAR_EPILOGUE, raw={"ARGS": ", ".join(inputs), "ACT": ACTIVATIONS[act]}, BIAS=bias,
-                         RESIDUAL=residual)
-        + "\n" + init_source(inputs, {"weight": "weight", "bias": "bias"}, dtype),
+        reference=with_init(source(_LINEAR_EPILOGUE, raw={"ARGS": ", ".join(inputs), "ACT": ACTIVATIONS[act]},
+                                   BIAS=bias, RESIDUAL=residual), inputs, dtype),
         sizes=rows.sizes, tol=tolerance(dtype, "gemm"),
         tags=("gemm", "epilogue", "forward"),
     )  # fmt: skip
@@ -287,19 +283,14 @@ def linear_epilogue(*, in_features: int, out_features: int, bias: bool, act: str
 def decode_attention_ragged(*, q_heads: int, kv_heads: int, head_dim: int, softcap: float, dtype: str,
                             sizes: tuple[tuple[int, int], ...]):  # fmt: skip
     cap = f"_softcap{int(softcap)}" if softcap else ""
-    name = f"decode_attention_ragged_q{q_heads}_kv{kv_heads}_d{head_dim}{cap}_{SHORT[dtype]}"
-    return problem(
-        name=name, level="L1", op_type="attention",
+    return decode_problem(
+        name=f"decode_attention_ragged_q{q_heads}_kv{kv_heads}_d{head_dim}{cap}_{SHORT[dtype]}",
         summary=f"Decode-step attention over KV caches of different lengths: one query per sequence, sequence i "
         f"attends to its first cache_lens[i] of L cached tokens; {q_heads} query heads over {kv_heads} KV heads of "
         f"{head_dim}{f', logits soft-capped at {softcap:g}' if softcap else ''}; {dtype}.",
-        axes={"B": VAR, "L": VAR, "HQ": const(q_heads), "HKV": const(kv_heads), "D": const(head_dim)},
-        inputs={"q": tensor(["B", "HQ", "D"], dtype), "k_cache": tensor(["B", "HKV", "L", "D"], dtype),
-                "v_cache": tensor(["B", "HKV", "L", "D"], dtype), "cache_lens": tensor(["B"], "int32")},
-        outputs={"out": tensor(["B", "HQ", "D"], dtype)},
         reference=source(_DECODE_RAGGED, raw={"DTYPE": f"torch.{dtype}"}, SOFTCAP=float(softcap) if softcap else None),
-        sizes=({"B": b, "L": n} for b, n in sizes), tol=tolerance(dtype, "block"),
-        tags=("attention", "decode", "forward"),
+        q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype, sizes=sizes,
+        extra={"cache_lens": tensor(["B"], "int32")},
     )  # fmt: skip
 
 
@@ -319,46 +310,58 @@ def prefill_attention(*, q_heads: int, kv_heads: int, head_dim: int, qk_norm: bo
         axes={"S": VAR, "HQ": const(q_heads), "HKV": const(kv_heads), "D": const(head_dim)},
         inputs=inputs,
         outputs={"out": tensor(["S", "HQ", "D"], dtype)},
-        reference=source(_PREFILL, raw={"ARGS": ", ".join(inputs), "QK_NORM": str(qk_norm)}, Q_HEADS=q_heads,
-                         KV_HEADS=kv_heads, EPS=eps)
-        + "\n" + init_source(inputs, {"q_norm": "norm", "k_norm": "norm"}, dtype),
+        reference=with_init(source(_PREFILL, raw={"ARGS": ", ".join(inputs), "QK_NORM": str(qk_norm)},
+                                   Q_HEADS=q_heads, KV_HEADS=kv_heads, EPS=eps), inputs, dtype),
         sizes=({"S": s} for s in sizes), tol=tolerance(dtype, "block"),
         tags=("attention", "causal", "prefill", "forward"),
     )  # fmt: skip
 
 
-def moe_dispatch(*, hidden: int, experts: int, top_k: int, dtype: str, rows: Rows):
-    name = f"moe_dispatch_h{hidden}_e{experts}_k{top_k}_{SHORT[dtype]}"
+def _routed_rows(half: str, *, summary: str, inputs: dict[str, dict[str, Any]], outputs: dict[str, dict[str, Any]],
+                 reference: str, tol: dict[str, float], tags: tuple[str, ...], hidden: int, experts: int, top_k: int,
+                 dtype: str, rows: Rows, how: str = "") -> ProblemDraft:  # fmt: skip
+    """One half (dispatch or combine) of an MoE layer around its experts: the T * K (token, slot) pairs of a
+    top-k routing over ``experts``, as rows of ``hidden`` features."""
     return problem(
-        name=name, level="L1", op_type="moe_dispatch",
+        name=f"moe_{half}{f'_{how}' if how else ''}_h{hidden}_e{experts}_k{top_k}_{SHORT[dtype]}", level="L1",
+        op_type=f"moe_{half}", summary=summary,
+        axes={**rows.axis_defs, "H": const(hidden), "E": const(experts), "K": const(top_k), "TK": expr("T * K")},
+        inputs=inputs,
+        outputs=outputs,
+        reference=reference,
+        sizes=rows.sizes, tol=tol,
+        tags=tags,
+    )  # fmt: skip
+
+
+def moe_dispatch(*, hidden: int, experts: int, top_k: int, dtype: str, rows: Rows):
+    return _routed_rows(
+        "dispatch",
         summary=f"MoE dispatch: sort the (token, slot) pairs of a top-{top_k} routing over {experts} experts by "
         f"expert (stable), gather the token rows ({hidden} features, {dtype}) in that order, and count each "
         f"expert's tokens (bincount).",
-        axes={**rows.axis_defs, "H": const(hidden), "E": const(experts), "K": const(top_k), "TK": expr("T * K")},
         inputs={"x": tensor(["T", "H"], dtype), "expert_ids": tensor(["T", "K"], "int64")},
         outputs={"rows": tensor(["TK", "H"], dtype), "token_index": tensor(["TK"], "int64"),
                  "counts": tensor(["E"], "int64")},
         reference=source(_MOE_DISPATCH, raw={"DTYPE": f"torch.{dtype}"}, EXPERTS=experts, TOP_K=top_k),
-        sizes=rows.sizes, tol=EXACT,
-        tags=("moe", "sort", "gather", "forward"),
+        tol=EXACT, tags=("moe", "sort", "gather", "forward"),
+        hidden=hidden, experts=experts, top_k=top_k, dtype=dtype, rows=rows,
     )  # fmt: skip
 
 
 def moe_combine(*, hidden: int, experts: int, top_k: int, scatter: bool, dtype: str, rows: Rows):
     how = "scatter_add" if scatter else "index_add"
-    name = f"moe_combine_{how}_h{hidden}_e{experts}_k{top_k}_{SHORT[dtype]}"
-    return problem(
-        name=name, level="L1", op_type="moe_combine",
+    return _routed_rows(
+        "combine", how=how,
         summary=f"MoE combine: expert output rows (sorted by expert, {hidden} features, {dtype}) weighted by their "
         f"routing weights and summed back into their tokens ({how}, float32 accumulation), top-{top_k} of "
         f"{experts} experts.",
-        axes={**rows.axis_defs, "H": const(hidden), "E": const(experts), "K": const(top_k), "TK": expr("T * K")},
         inputs={"expert_out": tensor(["TK", "H"], dtype), "token_index": tensor(["TK"], "int64"),
                 "weights": tensor(["TK"], "float32")},
         outputs={"y": tensor(["T", "H"], dtype)},
         reference=source(_MOE_COMBINE, raw={"DTYPE": f"torch.{dtype}"}, TOP_K=top_k, SCATTER=scatter),
-        sizes=rows.sizes, tol=tolerance(dtype, "elementwise"),
-        tags=("moe", "scatter", "forward"),
+        tol=tolerance(dtype, "elementwise"), tags=("moe", "scatter", "forward"),
+        hidden=hidden, experts=experts, top_k=top_k, dtype=dtype, rows=rows,
     )  # fmt: skip
 
 

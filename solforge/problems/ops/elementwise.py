@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..draft import ProblemDraft
 from .common import SHORT, Rows, const, problem, source, tensor, tolerance
 
 # One GELU definition per variant, shared by every template that applies an activation to a float32 tensor.
@@ -87,81 +88,82 @@ def make_inputs(axes, device):
 '''
 
 
+def _rowwise(*, name: str, op_type: str, summary: str, axis: str, size: int, inputs: tuple[str, ...],
+             outputs: tuple[str, ...], reference: str, tags: tuple[str, ...], dtype: str, rows: Rows,
+             tol: dict[str, float] | None = None) -> ProblemDraft:  # fmt: skip
+    """An element-wise problem over ``rows``: ``inputs`` and ``outputs`` name its tensors, each ``[*rows, axis]``."""
+    shape = [*rows.names, axis]
+    return problem(
+        name=name, level="L1", op_type=op_type, summary=summary,
+        axes={**rows.axis_defs, axis: const(size)},
+        inputs={n: tensor(shape, dtype) for n in inputs},
+        outputs={n: tensor(shape, dtype) for n in outputs},
+        reference=reference,
+        sizes=rows.sizes, tol=tol or tolerance(dtype, "elementwise"),
+        tags=tags,
+    )  # fmt: skip
+
+
 def gated_fwd(*, intermediate: int, act: str, dtype: str, rows: Rows):
     label = {"silu": "swiglu", "tanh": "geglu_tanh", "exact": "geglu"}[act]
-    name = f"{label}_fwd_i{intermediate}{rows.tag}_{SHORT[dtype]}"
-    shape = [*rows.names, "I"]
-    return problem(
-        name=name, level="L1", op_type=label,
+    return _rowwise(
+        name=f"{label}_fwd_i{intermediate}{rows.tag}_{SHORT[dtype]}", op_type=label,
         summary=f"Gated activation {label}: act(gate) * up over an intermediate size of {intermediate}, {dtype}.",
-        axes={**rows.axis_defs, "I": const(intermediate)},
-        inputs={"gate": tensor(shape, dtype), "up": tensor(shape, dtype)},
-        outputs={"y": tensor(shape, dtype)},
-        reference=source(_GATED_FWD, raw={"ACT": GELU[act]}),
-        sizes=rows.sizes, tol=tolerance(dtype, "elementwise"),
-        tags=("activation", "forward"),
+        axis="I", size=intermediate, inputs=("gate", "up"), outputs=("y",),
+        reference=source(_GATED_FWD, raw={"ACT": GELU[act]}), tags=("activation", "forward"), dtype=dtype, rows=rows,
     )  # fmt: skip
 
 
 def swiglu_bwd(*, intermediate: int, dtype: str, rows: Rows):
-    name = f"swiglu_bwd_i{intermediate}{rows.tag}_{SHORT[dtype]}"
-    shape = [*rows.names, "I"]
-    return problem(
-        name=name, level="L1", op_type="swiglu_backward",
+    return _rowwise(
+        name=f"swiglu_bwd_i{intermediate}{rows.tag}_{SHORT[dtype]}", op_type="swiglu_backward",
         summary=f"SwiGLU backward: gradients of gate and up for silu(gate) * up, intermediate size {intermediate}, "
         f"{dtype}.",
-        axes={**rows.axis_defs, "I": const(intermediate)},
-        inputs={"gate": tensor(shape, dtype), "up": tensor(shape, dtype), "grad_out": tensor(shape, dtype)},
-        outputs={"grad_gate": tensor(shape, dtype), "grad_up": tensor(shape, dtype)},
-        reference=_SWIGLU_BWD.lstrip("\n"),
-        sizes=rows.sizes, tol=tolerance(dtype, "elementwise"),
-        tags=("activation", "backward"),
+        axis="I", size=intermediate, inputs=("gate", "up", "grad_out"), outputs=("grad_gate", "grad_up"),
+        reference=_SWIGLU_BWD.lstrip("\n"), tags=("activation", "backward"), dtype=dtype, rows=rows,
     )  # fmt: skip
 
 
 def activation(*, features: int, act: str, dtype: str, rows: Rows):
-    name = f"gelu_{act}_f{features}{rows.tag}_{SHORT[dtype]}"
-    shape = [*rows.names, "F"]
-    return problem(
-        name=name, level="L1", op_type="gelu",
+    return _rowwise(
+        name=f"gelu_{act}_f{features}{rows.tag}_{SHORT[dtype]}", op_type="gelu",
         summary=f"GELU ({act} form) over {features} features, {dtype}.",
-        axes={**rows.axis_defs, "F": const(features)},
-        inputs={"x": tensor(shape, dtype)},
-        outputs={"y": tensor(shape, dtype)},
-        reference=source(_ACT, raw={"ACT": GELU[act]}),
-        sizes=rows.sizes, tol=tolerance(dtype, "elementwise"),
-        tags=("activation", "forward"),
+        axis="F", size=features, inputs=("x",), outputs=("y",),
+        reference=source(_ACT, raw={"ACT": GELU[act]}), tags=("activation", "forward"), dtype=dtype, rows=rows,
     )  # fmt: skip
 
 
 def softmax(*, features: int, dtype: str, rows: Rows, what: str = "vocabulary"):
-    name = f"softmax_v{features}{rows.tag}_{SHORT[dtype]}"
-    shape = [*rows.names, "V"]
-    tol = {"max_atol": 1e-7, "max_rtol": 1e-3} if dtype == "float32" else tolerance(dtype, "elementwise")
-    return problem(
-        name=name, level="L1", op_type="softmax",
+    return _rowwise(
+        name=f"softmax_v{features}{rows.tag}_{SHORT[dtype]}", op_type="softmax",
         summary=f"Softmax over a {what} of {features} entries, {dtype}.",
-        axes={**rows.axis_defs, "V": const(features)},
-        inputs={"logits": tensor(shape, dtype)},
-        outputs={"probs": tensor(shape, dtype)},
-        reference=_SOFTMAX.lstrip("\n"),
-        sizes=rows.sizes, tol=tol,
-        tags=("softmax", "forward"),
+        axis="V", size=features, inputs=("logits",), outputs=("probs",),
+        reference=_SOFTMAX.lstrip("\n"), tags=("softmax", "forward"), dtype=dtype, rows=rows,
+        tol={"max_atol": 1e-7, "max_rtol": 1e-3} if dtype == "float32" else None,
     )  # fmt: skip
 
 
-def rope(*, q_heads: int, kv_heads: int, head_dim: int, theta: float, max_position: int, dtype: str, rows: Rows):
-    name = f"rope_q{q_heads}_kv{kv_heads}_d{head_dim}_theta{int(theta)}_{SHORT[dtype]}"
+def rope_problem(*, name: str, summary: str, reference: str, q_heads: int, kv_heads: int, head_dim: int, dtype: str,
+                 rows: Rows) -> ProblemDraft:  # fmt: skip
+    """A rotary-embedding problem: q [T, HQ, D] and k [T, HKV, D] rotated by their ``positions`` [T]."""
     return problem(
-        name=name, level="L1", op_type="rope",
-        summary=f"Rotary position embedding (rotate-half layout, theta {theta:g}) applied to {q_heads} query and "
-        f"{kv_heads} key heads of size {head_dim}, {dtype}. Positions are a contiguous run inside a "
-        f"{max_position}-token window.",
+        name=name, level="L1", op_type="rope", summary=summary,
         axes={**rows.axis_defs, "HQ": const(q_heads), "HKV": const(kv_heads), "D": const(head_dim)},
         inputs={"q": tensor(["T", "HQ", "D"], dtype), "k": tensor(["T", "HKV", "D"], dtype),
                 "positions": tensor(["T"], "int64")},
         outputs={"q_out": tensor(["T", "HQ", "D"], dtype), "k_out": tensor(["T", "HKV", "D"], dtype)},
-        reference=source(_ROPE, raw={"DTYPE": f"torch.{dtype}"}, THETA=float(theta), MAX_POSITION=max_position),
+        reference=reference,
         sizes=rows.sizes, tol=tolerance(dtype, "elementwise"),
         tags=("rope", "forward"),
+    )  # fmt: skip
+
+
+def rope(*, q_heads: int, kv_heads: int, head_dim: int, theta: float, max_position: int, dtype: str, rows: Rows):
+    return rope_problem(
+        name=f"rope_q{q_heads}_kv{kv_heads}_d{head_dim}_theta{int(theta)}_{SHORT[dtype]}",
+        summary=f"Rotary position embedding (rotate-half layout, theta {theta:g}) applied to {q_heads} query and "
+        f"{kv_heads} key heads of size {head_dim}, {dtype}. Positions are a contiguous run inside a "
+        f"{max_position}-token window.",
+        reference=source(_ROPE, raw={"DTYPE": f"torch.{dtype}"}, THETA=float(theta), MAX_POSITION=max_position),
+        q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype, rows=rows,
     )  # fmt: skip

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .common import SHORT, VAR, Rows, const, expr, problem, source, tensor, tolerance
 
 _LINEAR = '''
@@ -80,11 +82,17 @@ def run($ARGS):
 '''
 
 
-def linear(*, in_features: int, out_features: int, bias: bool, dtype: str, rows: Rows):
-    name = f"linear{'_bias' if bias else ''}_k{in_features}_n{out_features}{rows.tag}_{SHORT[dtype]}"
+def projection_inputs(*, bias: bool, dtype: str, rows: Rows) -> dict[str, dict[str, Any]]:
+    """The inputs of y = x W^T (+ b): x [*rows, K], the weight [N, K], then the bias [N] when there is one."""
     inputs = {"x": tensor([*rows.names, "K"], dtype), "weight": tensor(["N", "K"], dtype)}
     if bias:
         inputs["bias"] = tensor(["N"], dtype)
+    return inputs
+
+
+def linear(*, in_features: int, out_features: int, bias: bool, dtype: str, rows: Rows):
+    name = f"linear{'_bias' if bias else ''}_k{in_features}_n{out_features}{rows.tag}_{SHORT[dtype]}"
+    inputs = projection_inputs(bias=bias, dtype=dtype, rows=rows)
     return problem(
         name=name, level="L1", op_type="linear",
         summary=f"Projection {in_features} -> {out_features}{' with bias' if bias else ''}, {dtype} (y = x W^T"

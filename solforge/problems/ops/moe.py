@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from .common import SHORT, Rows, const, init_source, problem, source, tensor, tolerance
+from typing import Any
+
+from ..draft import ProblemDraft
+from .common import SHORT, Rows, const, problem, source, tensor, tolerance, with_init
 
 # Routing returns expert ids: they must match exactly (rtol times an id below 256 stays under 1).
 _ROUTE_TOL = {"max_atol": 1e-5, "max_rtol": 1e-4}
@@ -88,34 +91,39 @@ _SHARED = '''    # Shared expert, always on, scaled by its own sigmoid gate.
 '''
 
 
-def softmax_topk(*, experts: int, top_k: int, renormalize: bool, rows: Rows):
-    name = f"moe_softmax_topk_e{experts}_k{top_k}{'_renorm' if renormalize else ''}"
+def _routing(*, name: str, summary: str, reference: str, experts: int, top_k: int, rows: Rows,
+             extra: dict[str, dict[str, Any]] | None = None) -> ProblemDraft:  # fmt: skip
+    """A routing problem: router logits [T, E] (float32), ``extra`` inputs after them, to the weights and ids of
+    each token's top-k experts."""
     return problem(
-        name=name, level="L1", op_type="moe_routing",
-        summary=f"MoE routing: softmax over {experts} router logits (float32), top-{top_k} experts"
-        f"{', weights renormalised to sum to one' if renormalize else ''}. Outputs sorted largest first.",
+        name=name, level="L1", op_type="moe_routing", summary=summary,
         axes={**rows.axis_defs, "E": const(experts), "K": const(top_k)},
-        inputs={"router_logits": tensor(["T", "E"], "float32")},
+        inputs={"router_logits": tensor(["T", "E"], "float32"), **(extra or {})},
         outputs={"weights": tensor(["T", "K"], "float32"), "ids": tensor(["T", "K"], "int64")},
-        reference=source(_SOFTMAX_TOPK, TOP_K=top_k, RENORMALIZE=renormalize),
+        reference=reference,
         sizes=rows.sizes, tol=_ROUTE_TOL,
         tags=("moe", "routing", "topk", "forward"),
     )  # fmt: skip
 
 
+def softmax_topk(*, experts: int, top_k: int, renormalize: bool, rows: Rows):
+    return _routing(
+        name=f"moe_softmax_topk_e{experts}_k{top_k}{'_renorm' if renormalize else ''}",
+        summary=f"MoE routing: softmax over {experts} router logits (float32), top-{top_k} experts"
+        f"{', weights renormalised to sum to one' if renormalize else ''}. Outputs sorted largest first.",
+        reference=source(_SOFTMAX_TOPK, TOP_K=top_k, RENORMALIZE=renormalize),
+        experts=experts, top_k=top_k, rows=rows,
+    )  # fmt: skip
+
+
 def grouped_topk(*, experts: int, top_k: int, groups: int, top_groups: int, scale: float, rows: Rows):
-    name = f"moe_grouped_sigmoid_topk_e{experts}_k{top_k}_g{groups}_tg{top_groups}"
-    return problem(
-        name=name, level="L1", op_type="moe_routing",
+    return _routing(
+        name=f"moe_grouped_sigmoid_topk_e{experts}_k{top_k}_g{groups}_tg{top_groups}",
         summary=f"Group-limited MoE routing: sigmoid scores of {experts} experts plus a correction bias, the best "
         f"{top_groups} of {groups} groups (by the sum of each group's two best), top-{top_k} experts inside them; "
         f"weights from the unbiased scores, normalised and scaled by {scale}. float32.",
-        axes={**rows.axis_defs, "E": const(experts), "K": const(top_k)},
-        inputs={"router_logits": tensor(["T", "E"], "float32"), "correction_bias": tensor(["E"], "float32")},
-        outputs={"weights": tensor(["T", "K"], "float32"), "ids": tensor(["T", "K"], "int64")},
         reference=source(_GROUPED_TOPK, TOP_K=top_k, GROUPS=groups, TOP_GROUPS=top_groups, SCALE=float(scale)),
-        sizes=rows.sizes, tol=_ROUTE_TOL,
-        tags=("moe", "routing", "topk", "forward"),
+        experts=experts, top_k=top_k, rows=rows, extra={"correction_bias": tensor(["E"], "float32")},
     )  # fmt: skip
 
 
@@ -128,24 +136,24 @@ def moe_layer(*, hidden: int, intermediate: int, experts: int, top_k: int, renor
               "w_gate": tensor(["E", "I", "H"], dtype), "w_up": tensor(["E", "I", "H"], dtype),
               "w_down": tensor(["E", "H", "I"], dtype)}
     axes = {**rows.axis_defs, "H": const(hidden), "I": const(intermediate), "E": const(experts)}
+    shared_expert = ""
     if shared:
         axes["IS"] = const(shared_intermediate)
         inputs |= {"shared_gate": tensor(["IS", "H"], dtype), "shared_up": tensor(["IS", "H"], dtype),
                    "shared_down": tensor(["H", "IS"], dtype), "shared_gate_weight": tensor(["1", "H"], dtype)}
-    kinds = {n: "weight" for n in inputs if n.startswith("shared") or n == "gate_weight"}
+        shared_expert = f", plus a sigmoid-gated shared expert of {shared_intermediate}"
+    kinds = {n: "weight" for n in inputs if n.startswith("shared")}
     kinds |= {"w_gate": "stacked_weight", "w_up": "stacked_weight", "w_down": "stacked_weight"}
     return problem(
         name=name, level="L2", op_type="moe_layer",
-        summary=f"Sparse MoE layer: router over {experts} experts, top-{top_k}"
-        f"{' renormalised' if renormalize else ''}, token rows gathered per expert, grouped SwiGLU expert MLPs "
-        f"({hidden} -> {intermediate} -> {hidden}), weighted scatter-add back"
-        f"{f', plus a sigmoid-gated shared expert of {shared_intermediate}' if shared else ''}; {dtype}.",
+        summary=f"Sparse MoE layer: router over {experts} experts, top-{top_k}{' renormalised' if renormalize else ''}"
+        f", token rows gathered per expert, grouped SwiGLU expert MLPs ({hidden} -> {intermediate} -> {hidden}), "
+        f"weighted scatter-add back{shared_expert}; {dtype}.",
         axes=axes,
         inputs=inputs,
         outputs={"y": tensor(["T", "H"], dtype)},
-        reference=source(_MOE_LAYER, raw={"ARGS": ", ".join(inputs), "SHARED": _SHARED if shared else ""},
-                         EXPERTS=experts, TOP_K=top_k, RENORMALIZE=renormalize)
-        + "\n" + init_source(inputs, kinds, dtype),
+        reference=with_init(source(_MOE_LAYER, raw={"ARGS": ", ".join(inputs), "SHARED": _SHARED if shared else ""},
+                                   EXPERTS=experts, TOP_K=top_k, RENORMALIZE=renormalize), inputs, dtype, kinds),
         sizes=rows.sizes, tol=tolerance(dtype, "block"),
         tags=("moe", "grouped_gemm", "forward"),
     )  # fmt: skip

@@ -70,38 +70,30 @@ def run(x, weight, bias, eps):
 '''
 
 
-def rmsnorm_fwd(*, hidden: int, eps: float, dtype: str, rows: Rows, unit_offset: bool = False):
+def rmsnorm(*, hidden: int, eps: float, dtype: str, rows: Rows, unit_offset: bool = False, backward: bool = False):
+    """RMSNorm forward, or its backward: the gradients of input and weight a training step needs."""
     kind = "rmsnorm_unit_offset" if unit_offset else "rmsnorm"
-    name = f"{kind}_fwd_h{hidden}_{eps_tag(eps)}{rows.tag}_{SHORT[dtype]}"
     shape = [*rows.names, "H"]
+    inputs = {"x": tensor(shape, dtype), "weight": tensor(["H"], dtype)}
+    if backward:
+        inputs["grad_out"] = tensor(shape, dtype)
+        outputs = {"grad_x": tensor(shape, dtype), "grad_weight": tensor(["H"], dtype)}
+        direction, offset, purpose = "backward (gradients of input and weight)", "", ", as a training step needs it"
+    else:
+        outputs = {"y": tensor(shape, dtype)}
+        direction, offset, purpose = "forward", "weight stored as 1 + w, " if unit_offset else "", ""
+    inputs["eps"] = tensor(None, "float32")
     return problem(
-        name=name, level="L1", op_type="rmsnorm",
-        summary=f"RMSNorm forward over a hidden size of {hidden} ({'weight stored as 1 + w, ' if unit_offset else ''}"
-        f"eps {eps}, {dtype}).",
+        name=f"{kind}_{'bwd' if backward else 'fwd'}_h{hidden}_{eps_tag(eps)}{rows.tag}_{SHORT[dtype]}", level="L1",
+        op_type="rmsnorm_backward" if backward else "rmsnorm",
+        summary=f"RMSNorm {direction} over a hidden size of {hidden} ({offset}eps {eps}, {dtype}){purpose}.",
         axes={**rows.axis_defs, "H": const(hidden)},
-        inputs={"x": tensor(shape, dtype), "weight": tensor(["H"], dtype), "eps": tensor(None, "float32")},
-        outputs={"y": tensor(shape, dtype)},
-        reference=source(_RMS_FWD, UNIT_OFFSET=unit_offset),
-        sizes=rows.sizes, tol=tolerance(dtype, "elementwise"), scalars={"eps": eps},
-        tags=("norm", "forward"),
-    )  # fmt: skip
-
-
-def rmsnorm_bwd(*, hidden: int, eps: float, dtype: str, rows: Rows, unit_offset: bool = False):
-    kind = "rmsnorm_unit_offset" if unit_offset else "rmsnorm"
-    name = f"{kind}_bwd_h{hidden}_{eps_tag(eps)}{rows.tag}_{SHORT[dtype]}"
-    shape = [*rows.names, "H"]
-    return problem(
-        name=name, level="L1", op_type="rmsnorm_backward",
-        summary=f"RMSNorm backward (gradients of input and weight) over a hidden size of {hidden} "
-        f"(eps {eps}, {dtype}), as a training step needs it.",
-        axes={**rows.axis_defs, "H": const(hidden)},
-        inputs={"x": tensor(shape, dtype), "weight": tensor(["H"], dtype), "grad_out": tensor(shape, dtype),
-                "eps": tensor(None, "float32")},
-        outputs={"grad_x": tensor(shape, dtype), "grad_weight": tensor(["H"], dtype)},
-        reference=source(_RMS_BWD, UNIT_OFFSET=unit_offset),
-        sizes=rows.sizes, tol=tolerance(dtype, "gemm"), scalars={"eps": eps},
-        tags=("norm", "backward"),
+        inputs=inputs,
+        outputs=outputs,
+        reference=source(_RMS_BWD if backward else _RMS_FWD, UNIT_OFFSET=unit_offset),
+        # the weight's gradient sums over every row: accumulation-order differences, as in a GEMM
+        sizes=rows.sizes, tol=tolerance(dtype, "gemm" if backward else "elementwise"), scalars={"eps": eps},
+        tags=("norm", "backward" if backward else "forward"),
     )  # fmt: skip
 
 
