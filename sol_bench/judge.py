@@ -460,8 +460,8 @@ def evaluate(
                         load_failure = e
                         raise
                     sandboxed, buffers = worker.info.get("sandbox", "unknown"), worker.info.get("buffers", "unknown")
-                    if reference is not None:  # its start overlaps the candidate's correctness rounds, not its timing
-                        reference.spawn()
+                    if reference is not None:  # its start overlaps the candidate's correctness rounds (and at most its
+                        reference.spawn()  # warm-up, which only sets the timed count), never a timed call
                     ctx.env = environment(device, f"{sandboxed}; buffers: {buffers}")
                 correctness, performance, t_sol, hw, note = _judge_workload(ctx, w, candidate.get(), reference)
                 if _snapshot(problem.path) != before:

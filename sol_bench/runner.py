@@ -69,7 +69,7 @@ class Worker:
     conn: Connection
     log_path: Path
     own_children_before: set[int]
-    timeout_s: float = 300.0  # the limit on each answer while it starts
+    timeout_s: float  # the limit on each answer while it starts
     info: dict = field(default_factory=dict)
     noop_wall_ms: float = 0.0  # median judge-clock time of a timed iteration that calls nothing (before load)
     noop_gap_ms: float = 0.0  # median stream-end to device-idle gap of such an iteration (before load)

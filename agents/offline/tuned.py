@@ -115,10 +115,9 @@ class Tuned:
                 usable.append(i)
             else:
                 notes[way.name] = why
-        times = self._time_all([self.ways[i] for i in usable], args, restore, on_cuda)
-        for i, ms in zip(usable, times):
+        times = dict(zip(usable, self._time_all([self.ways[i] for i in usable], args, restore, on_cuda)))
+        for i, ms in times.items():
             notes[self.ways[i].name] = ms
-        times = dict(zip(usable, times))
         best = usable[0]
         for i in usable[1:]:
             if times[i] < times[best] * (1.0 - self.margin):
