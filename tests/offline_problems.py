@@ -153,3 +153,36 @@ def run_solution_here(problem, solution: Solution, seed: int = 3, calls: int = 1
         for o, e in zip(outs, expected):
             assert o.dtype == e.dtype and o.shape == e.shape
             torch.testing.assert_close(o.float(), e.float(), atol=2e-2, rtol=2e-2)
+
+
+BUNDLED = Path(__file__).resolve().parents[1] / "data" / "problems"
+_BUNDLED_BINDINGS: dict[Path, list | BaseException] = {}
+
+
+def bundled_problems() -> list[Path]:
+    """Every bundled problem's directory."""
+    return sorted(d for d in BUNDLED.glob("*/*") if (d / "definition.json").exists())
+
+
+def bundled_bindings(d: Path) -> list:
+    """The probed template bindings of bundled problem ``d``, ``[(family name, Binding), ...]`` in FAMILIES
+    order: exactly what ``plan`` binds (every family matched against one fresh CPU ``Probe``). Kept for the
+    pytest process, since two sweeps over every bundled problem read them and probing is most of their time
+    (the L2 MLP and attention blocks run real-size GEMMs on the CPU); only the bindings are kept, not the
+    probe's tensors. Raises what tracing the reference raises, each time."""
+    from agents.offline.graph import trace_ops
+    from agents.offline.templates import FAMILIES
+    from agents.offline.templates.probe import Probe
+
+    d = Path(d).resolve()
+    if d not in _BUNDLED_BINDINGS:
+        p = load_problem(d)
+        try:
+            sig, probe = trace_ops(p), Probe(p)
+            _BUNDLED_BINDINGS[d] = [(f.name, b) for f in FAMILIES for b in f.match(p, sig, probe)]
+        except Exception as e:  # noqa: BLE001 - kept and raised again to every caller
+            _BUNDLED_BINDINGS[d] = e
+    got = _BUNDLED_BINDINGS[d]
+    if isinstance(got, BaseException):
+        raise got
+    return list(got)

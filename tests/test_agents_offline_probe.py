@@ -21,6 +21,7 @@ from sol_bench.inputs import make_inputs, output_specs
 from sol_bench.models import Solution
 from sol_bench.problem import Problem, load_problem
 from sol_bench.reference import load_reference
+from tests.offline_problems import bundled_bindings, bundled_problems
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED = REPO / "data" / "problems"
@@ -221,20 +222,17 @@ def test_cuda_variants_compile_for_sm90a(path, tmp_path):
 # ------------------------------------------------------------------------------------ bundled sweep
 
 
-def _bundled() -> list[Path]:
-    return sorted(d for d in BUNDLED.glob("*/*") if (d / "definition.json").exists())
-
-
 @pytest.mark.slow
 def test_every_bundled_binding_passes_with_its_pytorch_renderer():
     """Each bound family's PyTorch renderer (every variant) passes the reference on the smallest workload.
-    Slow (1-2 min on 2 cores): the L2 MLP and attention blocks are probed with real-size GEMMs on the CPU."""
+    Slow (1-2 min on 2 cores): the L2 MLP and attention blocks are probed with real-size GEMMs on the CPU; the
+    probed bindings are shared with test_agents_offline.py's sweep, so whichever of the two runs second skips that."""
     checked = 0
     fams = {f.name: f for f in FAMILIES}
-    for d in _bundled():
+    for d in bundled_problems():
         p = load_problem(d)
         try:
-            found = bindings(p)
+            found = bundled_bindings(d)  # bindings(p), shared with the other sweep of the bundled problems
         except Exception as e:  # a reference the meta tracer cannot run binds nothing
             print(f"{d.name}: not traced ({type(e).__name__})")
             continue
