@@ -8,6 +8,7 @@ import contextlib
 import itertools
 import json
 import math
+import sys
 import types
 
 import pytest
@@ -241,6 +242,29 @@ def test_precheck_rejects_a_candidate_that_misses_the_tolerance_and_keeps_a_good
     # the same through the time-boxed child process
     child = precheck.check(rmsnorm, _lossy(good), "cpu", timeout_s=120)
     assert not child.ok and "misses the eager reference's tolerance" in child.reason
+
+
+def test_precheck_imports_a_candidate_s_own_modules_as_the_judge_does(rmsnorm):
+    # The subgraph candidate ships a package beside its entry; the judge's worker puts the candidate's directory on
+    # the import path, and the precheck did not: every such candidate failed to load there and was never offered.
+    good = compiled.solution(rmsnorm, compiled.EAGER)
+    entry = good.sources[0]
+    src = entry.content.replace("\n\ndef solforge_entry(", "\n\nfrom precheck_own_pkg.scale import ONE\n\n\ndef solforge_entry(")
+    assert src != entry.content
+    own = [entry.model_copy(update={"content": src}),
+           entry.model_copy(update={"path": "precheck_own_pkg/__init__.py", "content": ""}),
+           entry.model_copy(update={"path": "precheck_own_pkg/scale.py", "content": "ONE = 1.0\n"})]  # fmt: skip
+    sol = good.model_copy(update={"sources": own})
+    before = list(sys.path)
+    got = precheck.check_here(rmsnorm, sol, "cpu")
+    assert got.ok, got.reason
+    assert sys.path == before  # the candidate's directory is taken off the path again
+    child = precheck.check(rmsnorm, sol, "cpu", timeout_s=120)
+    assert child.ok, child.reason
+    # and a module the candidate does not ship is still a load failure, named
+    unshipped = own[0].model_copy(update={"content": src.replace("precheck_own_pkg", "precheck_unshipped_pkg")})
+    bad = precheck.check_here(rmsnorm, sol.model_copy(update={"sources": [unshipped, *own[1:]]}), "cpu")
+    assert not bad.ok and "failed to load" in bad.reason and "precheck_unshipped_pkg" in bad.reason
 
 
 def test_precheck_stops_at_its_time_box(rmsnorm):

@@ -74,10 +74,14 @@ def smallest_workload(problem: Problem) -> Workload:
 
 
 def _entry(solution: Solution, directory: Path):
+    """The candidate's entry function, its files written under ``directory`` and that directory on the import
+    path, last, as the judge's worker puts it: a candidate of several modules (the subgraph candidate ships a
+    package beside its entry) imports its own files here as it does there. The caller takes it off again."""
     for src in solution.sources:
         path = directory / src.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(src.content)
+    sys.path.append(str(directory))
     spec = importlib.util.spec_from_file_location("solforge_precheck_entry", directory / solution.spec.entry_file)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
@@ -95,41 +99,51 @@ def _tensors(result: Any) -> tuple[Any, ...]:
 def check_here(problem: Problem, solution: Solution, device: str, workload: Workload | None = None) -> Outcome:
     """Run ``solution`` in this process on ``device`` and compare it with the eager reference."""
     t0 = time.monotonic()
-    d = problem.definition
     w = workload or smallest_workload(problem)
-    where = f"workload {w.uuid}"
-    ref = load_reference(d)
     with tempfile.TemporaryDirectory(prefix="solforge-precheck-") as tmp:
         try:
-            fn = _entry(solution, Path(tmp))
-        except Exception as e:
-            return Outcome(False, f"{where}: the candidate failed to load: {type(e).__name__}: {str(e)[:300]}")
-        for seed in _SEEDS:
-            inputs = list(make_inputs(d, w, device, seed=seed, reference=ref).values())
+            why = _first_miss(problem, solution, device, w, Path(tmp))
+        finally:
+            while tmp in sys.path:
+                sys.path.remove(tmp)
+    return Outcome(why is None, why or "", time.monotonic() - t0)
+
+
+def _first_miss(problem: Problem, solution: Solution, device: str, w: Workload, tmp: Path) -> str | None:
+    """Why ``solution`` (its files written under ``tmp``) fails on workload ``w``, or None when it passes."""
+    d = problem.definition
+    where = f"workload {w.uuid}"
+    ref = load_reference(d)
+    try:
+        fn = _entry(solution, tmp)
+    except Exception as e:
+        return f"{where}: the candidate failed to load: {type(e).__name__}: {str(e)[:300]}"
+    for seed in _SEEDS:
+        inputs = list(make_inputs(d, w, device, seed=seed, reference=ref).values())
+        with torch.no_grad():
+            wants = _tensors(ref.run(*_clone(inputs)))
+        try:
             with torch.no_grad():
-                wants = _tensors(ref.run(*_clone(inputs)))
+                if solution.spec.destination_passing_style:
+                    got = [torch.empty(s, dtype=t, device=device) for s, t in output_specs(d, w).values()]
+                    for o in got:
+                        if o.is_floating_point():
+                            o.fill_(float("nan"))
+                    fn(*_clone(inputs), *got)
+                else:
+                    got = list(_tensors(fn(*_clone(inputs))))
+        except Exception as e:
+            return f"{where}: the candidate raised {type(e).__name__}: {str(e)[:300]}"
+        if len(got) != len(wants):
+            return f"{where}: {len(got)} outputs, the eager reference returns {len(wants)}"
+        for name, g, e in zip(d.outputs, got, wants):
+            if not isinstance(e, torch.Tensor):
+                e = torch.tensor(e, device=device)
             try:
-                with torch.no_grad():
-                    if solution.spec.destination_passing_style:
-                        got = [torch.empty(s, dtype=t, device=device) for s, t in output_specs(d, w).values()]
-                        for o in got:
-                            if o.is_floating_point():
-                                o.fill_(float("nan"))
-                        fn(*_clone(inputs), *got)
-                    else:
-                        got = list(_tensors(fn(*_clone(inputs))))
-            except Exception as e:
-                return Outcome(False, f"{where}: the candidate raised {type(e).__name__}: {str(e)[:300]}")
-            if len(got) != len(wants):
-                return Outcome(False, f"{where}: {len(got)} outputs, the eager reference returns {len(wants)}")
-            for name, g, e in zip(d.outputs, got, wants):
-                if not isinstance(e, torch.Tensor):
-                    e = torch.tensor(e, device=device)
-                try:
-                    compare(name, g, e, w.tolerance)
-                except Exception as err:
-                    return Outcome(False, f"{where}: misses the eager reference's tolerance: {err}")
-    return Outcome(True, "", time.monotonic() - t0)
+                compare(name, g, e, w.tolerance)
+            except Exception as err:
+                return f"{where}: misses the eager reference's tolerance: {err}"
+    return None
 
 
 def check(problem: Problem, solution: Solution, device: str, timeout_s: float) -> Outcome:
