@@ -42,7 +42,7 @@ from .errors import (
 )
 from .inputs import InputContext, check_blobs, fresh_seed, sub_seed
 from .models import Correctness, Environment, Evaluation, Language, Performance, Solution, Status, Trace, Workload
-from .plausibility import below_sol_on_host_clock, clock_disagreement, sol_floor
+from .plausibility import below_sol_on_host_clock, clock_disagreement, host_time_outside_window, sol_floor
 from .problem import Problem
 from .reference import Reference, load_reference
 from .runner import Worker, candidate_env, handshake, spawn_worker
@@ -50,7 +50,7 @@ from .shared import SharedArena
 from .staging import Staged, check_shadowing, stage
 from .subject import reference_solution
 from .timed_phase import TimedPhase, TimedRun
-from .timing import LAUNCH_PREROLL_US, PREROLL_KINDS, TIMERS, TimingPlan, timing_method
+from .timing import LAUNCH_PREROLL_US, PREROLL_KINDS, TIMERS, TimingPlan, TimingStats, summarize, timing_method
 from .worker import BUFFER_MODES
 
 __all__ = ["JudgeConfig", "evaluate", "below_sol_on_host_clock", "clock_disagreement", "environment"]
@@ -278,9 +278,13 @@ def _time_both(ctx: _Context, w: Workload, worker: Worker, reference: _WorkerSlo
     return buf, cand.result(overhead), ref.result(overhead) if ref else None
 
 
-def _plausible(ctx: _Context, w: Workload, worker: Worker, timed: TimedPhase) -> tuple[float | None, str | None, str]:
-    """The checks of a candidate's times against physics and the judge's clock; returns T_SOL and its model."""
+def _plausible(
+    ctx: _Context, w: Workload, worker: Worker, timed: TimedPhase
+) -> tuple[TimingStats, float | None, str | None, str]:
+    """The checks of a candidate's times against physics and the judge's clock; returns the times it is charged
+    (the timer's, or under the device window the judge's clock where that saw more), T_SOL, its model, a note."""
     cfg, stats, on_cuda = ctx.config, timed.stats, ctx.device.type == "cuda"
+    notes = []
     # Both checks compare with empty requests (the worker's timed path, no candidate code called): the leak
     # check with those measured before the candidate's code was loaded; the clock backstop with those too,
     # or under the CUPTI window with the ones interleaved with the timed calls.
@@ -292,9 +296,19 @@ def _plausible(ctx: _Context, w: Workload, worker: Worker, timed: TimedPhase) ->
                 f"work continued on another stream {leak:.3f} ms after the timed stream finished (side stream)"
             )
         empty_ms = statistics.median(timed.late_empty_ms) if timed.late_empty_ms else worker.noop_wall_ms
-        if (why := clock_disagreement(stats.median_ms, statistics.median(timed.walls_ms), empty_ms)) is not None:
-            raise RewardHack(why)
+        wall_ms = statistics.median(timed.walls_ms)
+        if cfg.timer == "cupti":
+            # the profiler session itself is guarded in the worker (a stopped or replaced session is a verdict)
+            if host_time_outside_window(stats.median_ms, wall_ms, empty_ms) is not None:
+                notes.append(f"the device window saw {stats.median_ms:.4f} ms per call, the judge's clock "
+                             f"{wall_ms - empty_ms:.4f} ms more than an empty call (host time before the first "
+                             "kernel): charged the judge's clock")  # fmt: skip
+                stats = summarize([x - empty_ms for x in timed.walls_ms], stats.method, stats.sm_clock_mhz,
+                                  stats.stream_leak_ms, stats.extra)  # fmt: skip
+        elif (why := clock_disagreement(stats.median_ms, wall_ms, empty_ms)) is not None:
+            raise RewardHack(why)  # the event timer counts host time past the pre-roll: only a forged report
     t_sol, hw_name, sol_note = sol_floor(ctx.problem.definition, w, cfg.hardware, ctx.device)
+    notes.append(sol_note)
     margin = cfg.measured_sol_margin if (hw_name or "").startswith("measured") else cfg.sol_margin
     if t_sol is not None:
         if on_cuda:
@@ -306,13 +320,12 @@ def _plausible(ctx: _Context, w: Workload, worker: Worker, timed: TimedPhase) ->
             beaten = below_sol_on_host_clock(seen_ms, noise_ms, margin * t_sol)
         if beaten:
             raise RewardHack(f"median latency {seen_ms:.5f} ms is below the speed-of-light bound {t_sol:.5f} ms")
-    return t_sol, hw_name, sol_note
+    return stats, t_sol, hw_name, "; ".join(n for n in notes if n)
 
 
 def _judge_workload(ctx: _Context, w: Workload, worker: Worker, reference: _WorkerSlot | None):
     buf, timed, ref_timed = _time_both(ctx, w, worker, reference)
-    t_sol, hw_name, sol_note = _plausible(ctx, w, worker, timed)
-    stats = timed.stats
+    stats, t_sol, hw_name, sol_note = _plausible(ctx, w, worker, timed)
     ref_stats = ref_timed.stats if ref_timed else None
     acc = buf.stats
     correctness = Correctness(

@@ -46,3 +46,18 @@ def clock_disagreement(reported_ms: float, call_wall_ms: float, empty_wall_ms: f
             f"call ({call_wall_ms:.4f} against {empty_wall_ms:.4f} ms; timer tampering)"
         )
     return None
+
+
+def host_time_outside_window(reported_ms: float, call_wall_ms: float, empty_wall_ms: float) -> float | None:
+    """Under upstream's device window: what the judge's clock charges a call whose window it contradicts, or None.
+
+    That window (first GPU activity to last) leaves out host work before a call's first kernel, so honest code
+    with a heavy host side (a Python runtime in front of a graph replay, a recapture) reads far less than the
+    judge's clock sees, as a forged report would: the disagreement is no evidence of cheating under this timer.
+    Where ``clock_disagreement`` fires, the call is charged the judge's clock excess instead: never less than
+    the time the call demonstrably took, so neither a heavy host side nor a forged window is rewarded.
+    """
+    if clock_disagreement(reported_ms, call_wall_ms, empty_wall_ms) is None:
+        return None
+    return call_wall_ms - empty_wall_ms
+

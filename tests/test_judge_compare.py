@@ -4,14 +4,18 @@ dtypes) and its clock checks against speed-of-light and the empty call."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from sol_bench.correctness import compare
-from sol_bench.errors import WrongDtype, WrongNumbers, WrongShape
+from sol_bench import judge
+from sol_bench.errors import RewardHack, WrongDtype, WrongNumbers, WrongShape
 from sol_bench.judge import below_sol_on_host_clock, clock_disagreement
 from sol_bench.models import Tolerance
+from sol_bench.timed_phase import TimedPhase
+from sol_bench.timing import summarize
 
 
 def tol(**kw) -> Tolerance:
@@ -41,6 +45,34 @@ def test_clock_backstop_compares_with_the_empty_call_it_is_given():
     # the slack grows with the reported time: a 2 ms kernel may take 6 ms more on the clock, not 8
     assert clock_disagreement(2.0, call_wall_ms=7.5, empty_wall_ms=0.5) is None
     assert clock_disagreement(2.0, call_wall_ms=8.5, empty_wall_ms=0.5) is not None
+
+
+def _cuda_context(timer: str) -> SimpleNamespace:
+    config = SimpleNamespace(timer=timer, hardware="h200", sol_margin=0.95, measured_sol_margin=0.9)
+    return SimpleNamespace(config=config, device=torch.device("cuda"), problem=SimpleNamespace(definition=None))
+
+
+def _timed(window_ms: float, walls_ms: list[float], empty_ms: list[float]) -> TimedPhase:
+    return TimedPhase(summarize([window_ms] * len(walls_ms), "m"), walls_ms, [0.0] * len(walls_ms), empty_ms, 0)
+
+
+def test_host_time_outside_the_device_window_is_charged_not_called_a_cheat(monkeypatch):
+    # The H100 case (2026-12-06): honest candidates whose host side runs ~1.3-1.9 ms before their first kernel (a
+    # Python runtime in front of a graph replay) read 0.07-0.14 ms in upstream's device window, and the clock
+    # backstop called them REWARD_HACK. That window leaves such host time out by design, so under it the call is
+    # charged what the judge's clock saw; under the event timer, which counts host time, it is still a forged report.
+    monkeypatch.setattr(judge, "sol_floor", lambda *a: (None, None, ""))
+    worker = SimpleNamespace(noop_gap_ms=0.0, noop_wall_ms=3.7)
+    walls, empties = [5.05, 5.06, 5.07], [3.74, 3.75]
+    stats, t_sol, _, note = judge._plausible(_cuda_context("cupti"), None, worker, _timed(0.0693, walls, empties))
+    assert stats.median_ms == pytest.approx(5.06 - 3.745) and len(stats.samples_ms) == 3 and t_sol is None
+    assert "charged the judge's clock" in note and "0.0693 ms" in note
+    with pytest.raises(RewardHack, match="timer tampering"):
+        judge._plausible(_cuda_context("events"), None, worker, _timed(0.0693, walls, empties))
+    # a window the clock agrees with is the call's time, under either timer
+    for timer in ("cupti", "events"):
+        stats, _, _, note = judge._plausible(_cuda_context(timer), None, worker, _timed(0.0693, [3.80, 3.85], empties))
+        assert stats.median_ms == pytest.approx(0.0693) and note == ""
 
 
 def test_compare_atol_rtol_bounds():
