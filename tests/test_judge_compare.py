@@ -57,9 +57,8 @@ def _timed(window_ms: float, walls_ms: list[float], empty_ms: list[float]) -> Ti
 
 
 def test_host_time_outside_the_device_window_is_charged_not_called_a_cheat(monkeypatch):
-    # The H100 case (2026-12-06): honest candidates whose host side runs ~1.3-1.9 ms before their first kernel (a
-    # Python runtime in front of a graph replay) read 0.07-0.14 ms in upstream's device window, and the clock
-    # backstop called them REWARD_HACK. That window leaves such host time out by design, so under it the call is
+    # The H100 case (2026-12-06): honest candidates (graph replays) read 0.07-0.14 ms in upstream's device window and
+    # 1.3-1.9 ms more on the judge's clock, and the clock backstop called them REWARD_HACK. That window leaves such host time out by design, so under it the call is
     # charged what the judge's clock saw; under the event timer, which counts host time, it is still a forged report.
     monkeypatch.setattr(judge, "sol_floor", lambda *a: (None, None, ""))
     worker = SimpleNamespace(noop_gap_ms=0.0, noop_wall_ms=3.7)
