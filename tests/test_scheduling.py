@@ -13,23 +13,9 @@ from pathlib import Path
 import pytest
 
 from solforge.planning.window import Window
-from solforge.prefect_env import prefect_server
 from solforge.store.query import query
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def prefect_env(tmp_path_factory):
-    """One private Prefect server for the module's campaign runs: a run without one boots its own (20 s on
-    2 cores, with its Dask workers starting beside it), and the runs here test the campaign, not that boot."""
-    with prefect_server(tmp_path_factory.mktemp("prefect")) as env:
-        yield env
-
-
-def _env(prefect_env: dict[str, str], **extra: str) -> dict[str, str]:
-    """This process's environment without its Prefect settings (no ambient server), with the module's server."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | prefect_env | extra
 
 
 def test_first_call_plans_then_fills_every_slot_from_idle_problems():
@@ -80,8 +66,7 @@ def test_exhausted_problems_get_nothing():
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_campaign_keeps_two_device_slots_busy_and_each_attempt_sees_its_problems_feedback(tmp_path, monkeypatch,
-                                                                                         prefect_env):
+def test_campaign_keeps_two_device_slots_busy_and_each_attempt_sees_its_problems_feedback(tmp_path, monkeypatch):
     """The real campaign on 2 CPU device workers with a judge that sleeps: judgements overlap, and
     attempt k of a problem was proposed with the k verdicts before it (the reference agent names it so)."""
     monkeypatch.syspath_prepend(str(REPO / "bench"))  # the bench scripts import their helpers from there
@@ -93,7 +78,8 @@ def test_campaign_keeps_two_device_slots_busy_and_each_attempt_sees_its_problems
     # 1.5 s (one CI run saw overlaps of 0.45 s and less with 1.5 s judgements)
     judge = bench.fake_judge.install(tmp_path / "sleep_judge", hold_s=3.0, first_only=True)
     data = tmp_path / "data"
-    env = _env(prefect_env, SOLFORGE_JUDGE_PYTHON=str(judge), SOLFORGE_JUDGE_SERVER="0")  # a one-shot fake judge
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env |= {"SOLFORGE_JUDGE_PYTHON": str(judge), "SOLFORGE_JUDGE_SERVER": "0"}  # a one-shot fake judge
     cmd = [sys.executable, "-m", "solforge", "run", str(problems), "--agent", "reference", "--device", "cpu",
            "--cpu-device-workers", "2", "--max-candidates", "2", "--max-workloads", "1", "--iterations", "1",
            "--data-dir", str(data), "--run-id", "window", "--json"]
@@ -118,11 +104,11 @@ def test_campaign_keeps_two_device_slots_busy_and_each_attempt_sees_its_problems
     assert decisions and all(d["reason"] for d in decisions)
 
 
-def test_progress_counts_candidates_not_attempts_of_an_exhausted_agent(tmp_path, prefect_env):
+def test_progress_counts_candidates_not_attempts_of_an_exhausted_agent(tmp_path):
     """The offline agent runs out of candidates for the one fixture problem before the cap: the attempt
     that finds nothing to try must not move the bar (an H200 run showed 41/40)."""
     data = tmp_path / "data"
-    env = _env(prefect_env)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     cmd = [sys.executable, "-m", "solforge", "run", str(REPO / "tests/fixtures/problems/rmsnorm_small"),
            "--agent", "offline", "--device", "cpu", "--max-candidates", "40", "--max-workloads", "1",
            "--iterations", "1", "--data-dir", str(data), "--run-id", "bar"]  # fmt: skip
