@@ -71,8 +71,8 @@ def check_problem(path: Path, device: str, seeds: int, child: bool) -> list[dict
             rows.append({**base, "workload": "-", "exported": f"not exported: {e}"})
             continue
         sol = export.solution(problem, modules, variant)
-        with export.judge_precision(problem) as (ref, _flags), tempfile.TemporaryDirectory() as tmp:
-            entry = precheck._entry(sol, Path(tmp))
+        with export.judge_precision(problem) as (ref, _flags), tempfile.TemporaryDirectory() as tmp, \
+                precheck.loaded_entry(sol, Path(tmp)) as entry:
             kw = {"options": dict(variant.options)} if variant.options else {"mode": variant.mode}
             torch._dynamo.reset()
             compiled = torch.compile(ref.run, dynamic=False, **kw)

@@ -15,6 +15,7 @@ Inductor's C++ backend is what the judge runs). A GPU target from a process with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -25,7 +26,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -73,19 +74,24 @@ def smallest_workload(problem: Problem) -> Workload:
     return min(problem.workloads, key=size)
 
 
-def _entry(solution: Solution, directory: Path):
+@contextlib.contextmanager
+def loaded_entry(solution: Solution, directory: Path) -> Iterator[Callable[..., Any]]:
     """The candidate's entry function, its files written under ``directory`` and that directory on the import
     path, last, as the judge's worker puts it: a candidate of several modules (the subgraph candidate ships a
-    package beside its entry) imports its own files here as it does there. The caller takes it off again."""
+    package beside its entry) imports its own files here as it does there. The path is restored on exit."""
     for src in solution.sources:
         path = directory / src.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(src.content)
     sys.path.append(str(directory))
-    spec = importlib.util.spec_from_file_location("solforge_precheck_entry", directory / solution.spec.entry_file)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return getattr(module, solution.spec.entry_function)
+    try:
+        spec = importlib.util.spec_from_file_location("solforge_precheck_entry", directory / solution.spec.entry_file)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        yield getattr(module, solution.spec.entry_function)
+    finally:
+        while str(directory) in sys.path:
+            sys.path.remove(str(directory))
 
 
 def _clone(args: Sequence[Any]) -> list[Any]:
@@ -101,11 +107,7 @@ def check_here(problem: Problem, solution: Solution, device: str, workload: Work
     t0 = time.monotonic()
     w = workload or smallest_workload(problem)
     with tempfile.TemporaryDirectory(prefix="solforge-precheck-") as tmp:
-        try:
-            why = _first_miss(problem, solution, device, w, Path(tmp))
-        finally:
-            while tmp in sys.path:
-                sys.path.remove(tmp)
+        why = _first_miss(problem, solution, device, w, Path(tmp))
     return Outcome(why is None, why or "", time.monotonic() - t0)
 
 
@@ -114,35 +116,36 @@ def _first_miss(problem: Problem, solution: Solution, device: str, w: Workload, 
     d = problem.definition
     where = f"workload {w.uuid}"
     ref = load_reference(d)
-    try:
-        fn = _entry(solution, tmp)
-    except Exception as e:
-        return f"{where}: the candidate failed to load: {type(e).__name__}: {str(e)[:300]}"
-    for seed in _SEEDS:
-        inputs = list(make_inputs(d, w, device, seed=seed, reference=ref).values())
-        with torch.no_grad():
-            wants = _tensors(ref.run(*_clone(inputs)))
+    with contextlib.ExitStack() as stack:
         try:
-            with torch.no_grad():
-                if solution.spec.destination_passing_style:
-                    got = [torch.empty(s, dtype=t, device=device) for s, t in output_specs(d, w).values()]
-                    for o in got:
-                        if o.is_floating_point():
-                            o.fill_(float("nan"))
-                    fn(*_clone(inputs), *got)
-                else:
-                    got = list(_tensors(fn(*_clone(inputs))))
+            fn = stack.enter_context(loaded_entry(solution, tmp))
         except Exception as e:
-            return f"{where}: the candidate raised {type(e).__name__}: {str(e)[:300]}"
-        if len(got) != len(wants):
-            return f"{where}: {len(got)} outputs, the eager reference returns {len(wants)}"
-        for name, g, e in zip(d.outputs, got, wants):
-            if not isinstance(e, torch.Tensor):
-                e = torch.tensor(e, device=device)
+            return f"{where}: the candidate failed to load: {type(e).__name__}: {str(e)[:300]}"
+        for seed in _SEEDS:
+            inputs = list(make_inputs(d, w, device, seed=seed, reference=ref).values())
+            with torch.no_grad():
+                wants = _tensors(ref.run(*_clone(inputs)))
             try:
-                compare(name, g, e, w.tolerance)
-            except Exception as err:
-                return f"{where}: misses the eager reference's tolerance: {err}"
+                with torch.no_grad():
+                    if solution.spec.destination_passing_style:
+                        got = [torch.empty(s, dtype=t, device=device) for s, t in output_specs(d, w).values()]
+                        for o in got:
+                            if o.is_floating_point():
+                                o.fill_(float("nan"))
+                        fn(*_clone(inputs), *got)
+                    else:
+                        got = list(_tensors(fn(*_clone(inputs))))
+            except Exception as e:
+                return f"{where}: the candidate raised {type(e).__name__}: {str(e)[:300]}"
+            if len(got) != len(wants):
+                return f"{where}: {len(got)} outputs, the eager reference returns {len(wants)}"
+            for name, g, e in zip(d.outputs, got, wants):
+                if not isinstance(e, torch.Tensor):
+                    e = torch.tensor(e, device=device)
+                try:
+                    compare(name, g, e, w.tolerance)
+                except Exception as err:
+                    return f"{where}: misses the eager reference's tolerance: {err}"
     return None
 
 
