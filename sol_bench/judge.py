@@ -299,9 +299,9 @@ def _plausible(
         wall_ms = statistics.median(timed.walls_ms)
         if cfg.timer == "cupti":
             # the profiler session itself is guarded in the worker (a stopped or replaced session is a verdict)
-            if host_time_outside_window(stats.median_ms, wall_ms, empty_ms) is not None:
+            if (charged := host_time_outside_window(stats.median_ms, wall_ms, empty_ms)) is not None:
                 notes.append(f"the device window saw {stats.median_ms:.4f} ms per call, the judge's clock "
-                             f"{wall_ms - empty_ms:.4f} ms more than an empty call (host time the window leaves "
+                             f"{charged:.4f} ms more than an empty call (host time the window leaves "
                              "out): charged the judge's clock")  # fmt: skip
                 stats = summarize([x - empty_ms for x in timed.walls_ms], stats.method, stats.sm_clock_mhz,
                                   stats.stream_leak_ms, stats.extra)  # fmt: skip

@@ -164,22 +164,26 @@ def bundled_problems() -> list[Path]:
     return sorted(d for d in BUNDLED.glob("*/*") if (d / "definition.json").exists())
 
 
-def bundled_bindings(d: Path) -> list:
-    """The probed template bindings of bundled problem ``d``, ``[(family name, Binding), ...]`` in FAMILIES
-    order: exactly what ``plan`` binds (every family matched against one fresh CPU ``Probe``). Kept for the
-    pytest process, since two sweeps over every bundled problem read them and probing is most of their time
-    (the L2 MLP and attention blocks run real-size GEMMs on the CPU); only the bindings are kept, not the
-    probe's tensors. Raises what tracing the reference raises, each time."""
+def probed_bindings(p) -> list:
+    """``[(family name, Binding), ...]`` in FAMILIES order: every family matched against one fresh CPU ``Probe``
+    of ``p``, exactly what ``plan`` binds."""
     from agents.offline.graph import trace_ops
     from agents.offline.templates import FAMILIES
     from agents.offline.templates.probe import Probe
 
+    sig, probe = trace_ops(p), Probe(p)
+    return [(f.name, b) for f in FAMILIES for b in f.match(p, sig, probe)]
+
+
+def bundled_bindings(d: Path) -> list:
+    """``probed_bindings`` of bundled problem ``d``, kept for the pytest process, since two sweeps over every
+    bundled problem read them and probing is most of their time (the L2 MLP and attention blocks run real-size
+    GEMMs on the CPU); only the bindings are kept, not the probe's tensors. Raises what tracing the reference
+    raises, each time."""
     d = Path(d).resolve()
     if d not in _BUNDLED_BINDINGS:
-        p = load_problem(d)
         try:
-            sig, probe = trace_ops(p), Probe(p)
-            _BUNDLED_BINDINGS[d] = [(f.name, b) for f in FAMILIES for b in f.match(p, sig, probe)]
+            _BUNDLED_BINDINGS[d] = probed_bindings(load_problem(d))
         except Exception as e:  # noqa: BLE001 - kept and raised again to every caller
             _BUNDLED_BINDINGS[d] = e
     got = _BUNDLED_BINDINGS[d]

@@ -28,7 +28,7 @@ from sol_bench.reference import load_reference
 
 REPO = Path(__file__).resolve().parents[1]
 from tests.offline_problems import (  # noqa: F401 (problems: a fixture)
-    EXPECTED_FAMILY, SYNTHETIC, bundled_bindings, problems, run_solution_here)
+    EXPECTED_FAMILY, SYNTHETIC, bundled_bindings, bundled_problems, problems, run_solution_here)
 
 @pytest.mark.parametrize("name", ["rmsnorm_small", *SYNTHETIC])
 def test_reference_graph_picks_the_family(problems, name):
@@ -399,7 +399,7 @@ def test_template_locals_never_shadow_a_problem_argument(monkeypatch):
     The plan binds what ``bundled_bindings`` probed (the same families matched against the same CPU probe,
     shared with the probe sweep of test_agents_offline_probe.py), and skips the subgraph candidate, which
     this test does not read: both are most of the time of planning the L2 blocks on the CPU."""
-    found = {d: bundled_bindings(d) for d in sorted((REPO / "data" / "problems").glob("*/*"))}
+    found = {d: bundled_bindings(d) for d in bundled_problems()}
     bound = {load_problem(d).name: got for d, got in found.items()}
     monkeypatch.setattr(Family, "match", lambda fam, problem, sig, probe=None: [
         b for name, b in bound[problem.name] if name == fam.name])  # fmt: skip

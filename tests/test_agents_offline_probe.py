@@ -14,17 +14,17 @@ import torch
 from agents.offline.agent import OfflineAgent, plan
 from agents.offline.graph import trace_ops
 from agents.offline.templates import FAMILIES, build_solution, elementwise, rmsnorm
-from agents.offline.templates.base import Binding, Family, Renderer
+from agents.offline.templates.base import Family, Renderer
 from agents.offline.templates.probe import Probe, workload_bytes
 from sol_bench.correctness import compare
 from sol_bench.inputs import make_inputs, output_specs
 from sol_bench.models import Solution
 from sol_bench.problem import Problem, load_problem
 from sol_bench.reference import load_reference
-from tests.offline_problems import bundled_bindings, bundled_problems
+from tests.offline_problems import BUNDLED, bundled_bindings, bundled_problems
+from tests.offline_problems import probed_bindings as bindings
 
 REPO = Path(__file__).resolve().parents[1]
-BUNDLED = REPO / "data" / "problems"
 UNIT_OFFSET = BUNDLED / "L1" / "rmsnorm_unit_offset_fwd_h3072_eps6_bf16"
 GELU_QUICK = BUNDLED / "L1" / "gelu_quick_f4096_tok257_bf16"
 
@@ -84,11 +84,6 @@ def write_case(root: Path, name: str, reference: str | None = None) -> Path:
                      "tolerance": {"max_atol": 1e-2, "max_rtol": 1e-2}})  # fmt: skip
     (d / "workload.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     return d
-
-
-def bindings(p: Problem) -> list[tuple[str, Binding]]:
-    sig, probe = trace_ops(p), Probe(p)
-    return [(f.name, b) for f in FAMILIES for b in f.match(p, sig, probe)]
 
 
 def passes_on_smallest_workload(p: Problem, solution: Solution, seed: int = 5) -> None:
@@ -232,7 +227,7 @@ def test_every_bundled_binding_passes_with_its_pytorch_renderer():
     for d in bundled_problems():
         p = load_problem(d)
         try:
-            found = bundled_bindings(d)  # bindings(p), shared with the other sweep of the bundled problems
+            found = bundled_bindings(d)  # shared with the other sweep of the bundled problems
         except Exception as e:  # a reference the meta tracer cannot run binds nothing
             print(f"{d.name}: not traced ({type(e).__name__})")
             continue
