@@ -104,17 +104,33 @@ def test_campaign_keeps_two_device_slots_busy_and_each_attempt_sees_its_problems
     assert decisions and all(d["reason"] for d in decisions)
 
 
-def test_progress_counts_candidates_not_attempts_of_an_exhausted_agent(tmp_path):
-    """The offline agent runs out of candidates for the one fixture problem before the cap: the attempt
-    that finds nothing to try must not move the bar (an H200 run showed 41/40)."""
+def test_progress_counts_candidates_not_attempts_of_an_exhausted_agent(tmp_path, monkeypatch):
+    """The agent runs out of candidates long before the cap: the attempt that finds nothing to try must not
+    move the bar (an H200 run showed 41/40). The fake judge makes every attempt faster than the last, so no
+    plateau stops the problem first: the agent's own exhaustion does."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    spec = importlib.util.spec_from_file_location("bench_scheduling", REPO / "bench" / "bench_scheduling.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    problems = bench.make_problems(tmp_path / "problems", 1)
+    judge = bench.fake_judge.install(tmp_path / "judge", first_only=True)
+    agents = tmp_path / "agents_mod"
+    agents.mkdir()
+    (agents / "three_then_nothing.py").write_text(
+        "from solforge.reference_agent import ReferenceAgent\n\n\n"
+        "def make(**kwargs):\n    return ReferenceAgent(repeats=3)\n"
+    )
     data = tmp_path / "data"
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    cmd = [sys.executable, "-m", "solforge", "run", str(REPO / "tests/fixtures/problems/rmsnorm_small"),
-           "--agent", "offline", "--device", "cpu", "--max-candidates", "40", "--max-workloads", "1",
-           "--iterations", "1", "--data-dir", str(data), "--run-id", "bar"]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400, cwd=REPO)
+    env |= {"SOLFORGE_JUDGE_PYTHON": str(judge), "SOLFORGE_JUDGE_SERVER": "0",
+            "PYTHONPATH": os.pathsep.join([str(agents), str(REPO), env.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "solforge", "run", str(problems), "--agent", "three_then_nothing:make",
+           "--device", "cpu", "--max-candidates", "40", "--max-workloads", "1", "--iterations", "1",
+           "--data-dir", str(data), "--run-id", "bar", "--json"]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["stop_reason"] == "agents have nothing more to try"
     stored = query(data, "SELECT count(*) AS n FROM candidates WHERE run_id = 'bar'").to_pylist()[0]["n"]
-    assert 0 < stored < 40
+    assert stored == 3
     counts = [int(m) for m in re.findall(r"\] (\d+)/40 ", proc.stderr)]
-    assert counts and max(counts) == stored == counts[-1], (counts, stored)
+    assert counts and max(counts) == counts[-1] == stored, (counts, stored)
