@@ -544,3 +544,56 @@ def test_attention_kernel_hands_sdpa_four_dimensions_so_a_fused_kernel_can_take_
     kk, vv = (t.repeat_interleave(4, dim=-3) for t in (k, v))
     scores = (q @ kk.transpose(-2, -1) * 0.25).masked_fill(torch.ones(33, 33, dtype=torch.bool).triu(1), float("-inf"))
     torch.testing.assert_close(got, torch.softmax(scores, -1) @ vv, atol=1e-5, rtol=1e-5)
+
+
+def test_attention_backend_is_the_fastest_that_agrees_with_the_default_and_is_measured_once():
+    from agents.offline.subgraph.families.attention.backend import DEFAULT, fastest
+
+    x = torch.arange(6.0).reshape(2, 3)
+    calls = []
+
+    def returns(value, name):
+        def call():
+            calls.append(name)
+            return value
+        return call
+
+    def refuses():
+        calls.append("refuses")
+        raise RuntimeError("No available kernel")
+
+    speed = {DEFAULT: 2.0, "close": 1.0, "wrong": 0.1, "slow": 3.0}
+    tries = {DEFAULT: returns(x, DEFAULT), "close": returns(x + 1e-3, "close"), "wrong": returns(x + 1, "wrong"),
+             "refuses": refuses, "slow": returns(x, "slow")}  # fmt: skip
+    memo: dict = {}
+    timed = []
+
+    def time_ms(call):
+        name = calls[-1]
+        timed.append(name)
+        return speed[name]
+
+    assert fastest("shape", tries, time_ms, memo) == "close"
+    assert sorted(timed) == sorted([DEFAULT, "close", "slow"])  # neither the refusing nor the disagreeing one
+    n = len(calls)
+    assert fastest("shape", tries, time_ms, memo) == "close" and len(calls) == n  # remembered, nothing run
+    speed |= {"close": 2.0, "slow": 2.0}
+    assert fastest("other shape", tries, time_ms, memo) == DEFAULT  # a tie keeps SDPA's own choice
+
+
+def test_attention_backend_limits_sdpa_to_the_named_backend():
+    from agents.offline.subgraph.families.attention.backend import DEFAULT, run_with
+
+    b = torch.backends.cuda
+
+    def allowed():
+        return {n for n, on in (("math", b.math_sdp_enabled()), ("flash", b.flash_sdp_enabled()),
+                                ("efficient", b.mem_efficient_sdp_enabled()), ("cudnn", b.cudnn_sdp_enabled())) if on}
+
+    before = allowed()
+    assert run_with("EFFICIENT_ATTENTION", allowed) == {"efficient"}
+    assert run_with("CUDNN_ATTENTION", allowed) == {"cudnn"}
+    assert run_with(DEFAULT, allowed) == before == allowed()  # untouched, and restored after each
+    q, k, v = (torch.randn(1, 2, 5, 8) for _ in range(3))
+    with pytest.raises(RuntimeError):  # the memory-efficient kernel alone takes no CPU call
+        run_with("EFFICIENT_ATTENTION", lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v))
