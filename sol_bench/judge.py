@@ -50,7 +50,7 @@ from .shared import SharedArena
 from .staging import Staged, check_shadowing, stage
 from .subject import reference_solution
 from .timed_phase import TimedPhase, TimedRun
-from .timing import LAUNCH_PREROLL_US, PREROLL_KINDS, TIMERS, TimingPlan, TimingStats, summarize, timing_method
+from .timing import LAUNCH_PREROLL_US, PREROLL_KINDS, TIMERS, TimingPlan, TimingStats, timing_method
 from .worker import BUFFER_MODES
 
 __all__ = ["JudgeConfig", "evaluate", "below_sol_on_host_clock", "clock_disagreement", "environment"]
@@ -230,6 +230,19 @@ def _run(ctx: _Context, buf: WorkloadBuffers) -> TimedRun:
     return TimedRun(buf, cfg.plan(), _method(ctx), cfg.check_every, empty_every)
 
 
+def _retimed_with_events(ctx: _Context, buf: WorkloadBuffers) -> TimedPhase:
+    """The candidate's calls on ``buf`` timed again, alone, under the worker's event timer."""
+    cfg = ctx.config
+    t0 = time.monotonic()
+    run = TimedRun(buf, cfg.plan(), timing_method("events", cfg.launch_preroll_us, cfg.preroll_kind),
+                   cfg.check_every, empty_every=4, timer="events")  # fmt: skip
+    run.warm_up()
+    for i in range(run.n):
+        run.step(i)
+    ctx.add_phase("retiming", t0)
+    return run.result()
+
+
 class _AsReference:
     """Turns a failure of the reference's worker into INVALID_REFERENCE (and drops that worker)."""
 
@@ -278,34 +291,43 @@ def _time_both(ctx: _Context, w: Workload, worker: Worker, reference: _WorkerSlo
     return buf, cand.result(overhead), ref.result(overhead) if ref else None
 
 
+def _no_side_stream_leak(timed: TimedPhase, gap_ms: float) -> None:
+    # Side-stream work is timed; only a gross leak, work hidden on purpose, is flagged.
+    leak = statistics.median(timed.leaks_ms) - gap_ms
+    if leak > 0.1 + 0.5 * timed.stats.median_ms:
+        raise RewardHack(f"work continued on another stream {leak:.3f} ms after the timed stream finished (side stream)")
+
+
 def _plausible(
-    ctx: _Context, w: Workload, worker: Worker, timed: TimedPhase
+    ctx: _Context, w: Workload, worker: Worker, timed: TimedPhase, retime: Callable[[], TimedPhase]
 ) -> tuple[TimingStats, float | None, str | None, str]:
     """The checks of a candidate's times against physics and the judge's clock; returns the times it is charged
-    (the timer's, or under the device window the judge's clock where that saw more), T_SOL, its model, a note."""
+    (the timer's, or, where the judge's clock disputes the CUPTI window, the event timer's), T_SOL, its model, a
+    note. ``retime``: the same calls timed again under the worker's event timer."""
     cfg, stats, on_cuda = ctx.config, timed.stats, ctx.device.type == "cuda"
     notes = []
     # Both checks compare with empty requests (the worker's timed path, no candidate code called): the leak
     # check with those measured before the candidate's code was loaded; the clock backstop with those too,
     # or under the CUPTI window with the ones interleaved with the timed calls.
     if on_cuda:
-        # Side-stream work is timed; only a gross leak, work hidden on purpose, is flagged.
-        leak = statistics.median(timed.leaks_ms) - worker.noop_gap_ms
-        if leak > 0.1 + 0.5 * stats.median_ms:
-            raise RewardHack(
-                f"work continued on another stream {leak:.3f} ms after the timed stream finished (side stream)"
-            )
+        _no_side_stream_leak(timed, worker.noop_gap_ms)
         empty_ms = statistics.median(timed.late_empty_ms) if timed.late_empty_ms else worker.noop_wall_ms
         wall_ms = statistics.median(timed.walls_ms)
-        if cfg.timer == "cupti":
-            # the profiler session itself is guarded in the worker (a stopped or replaced session is a verdict)
-            if (charged := host_time_outside_window(stats.median_ms, wall_ms, empty_ms)) is not None:
-                notes.append(f"the device window saw {stats.median_ms:.4f} ms per call, the judge's clock "
-                             f"{charged:.4f} ms more than an empty call (host time the window leaves "
-                             "out): charged the judge's clock")  # fmt: skip
-                stats = summarize([x - empty_ms for x in timed.walls_ms], stats.method, stats.sm_clock_mhz,
-                                  stats.stream_leak_ms, stats.extra)  # fmt: skip
-        elif (why := clock_disagreement(stats.median_ms, wall_ms, empty_ms)) is not None:
+        if cfg.timer == "cupti" and (excess := host_time_outside_window(stats.median_ms, wall_ms, empty_ms)):
+            # No evidence of cheating under this timer: the window leaves out host time before the first kernel,
+            # and the judge's clock also holds the profiler's handling of every kernel record (a graph of
+            # hundreds of kernels reads milliseconds more than an empty call). The event timer has neither:
+            # it counts host time past the pre-roll, and there the backstop's disagreement is a forged report.
+            again = retime()
+            _no_side_stream_leak(again, 0.0)
+            again_empty = statistics.median(again.late_empty_ms)
+            if (why := clock_disagreement(again.stats.median_ms, statistics.median(again.walls_ms), again_empty)):
+                raise RewardHack(f"{why}, re-timed under the event timer")
+            notes.append(f"the device window saw {stats.median_ms:.4f} ms per call, the judge's clock {excess:.4f} "
+                         f"ms more than an empty call: re-timed under the event timer, {again.stats.median_ms:.4f} "
+                         "ms, and charged that")  # fmt: skip
+            stats = again.stats
+        elif cfg.timer != "cupti" and (why := clock_disagreement(stats.median_ms, wall_ms, empty_ms)) is not None:
             raise RewardHack(why)  # the event timer counts host time past the pre-roll: only a forged report
     t_sol, hw_name, sol_note = sol_floor(ctx.problem.definition, w, cfg.hardware, ctx.device)
     notes.append(sol_note)
@@ -325,7 +347,7 @@ def _plausible(
 
 def _judge_workload(ctx: _Context, w: Workload, worker: Worker, reference: _WorkerSlot | None):
     buf, timed, ref_timed = _time_both(ctx, w, worker, reference)
-    stats, t_sol, hw_name, sol_note = _plausible(ctx, w, worker, timed)
+    stats, t_sol, hw_name, sol_note = _plausible(ctx, w, worker, timed, lambda: _retimed_with_events(ctx, buf))
     ref_stats = ref_timed.stats if ref_timed else None
     acc = buf.stats
     correctness = Correctness(

@@ -49,13 +49,13 @@ def clock_disagreement(reported_ms: float, call_wall_ms: float, empty_wall_ms: f
 
 
 def host_time_outside_window(reported_ms: float, call_wall_ms: float, empty_wall_ms: float) -> float | None:
-    """Under upstream's device window: what the judge's clock charges a call whose window it contradicts, or None.
+    """Under upstream's device window: the judge's clock excess of a call whose window it contradicts, or None.
 
-    That window (first GPU activity to last) leaves out host work before a call's first kernel, so honest code
-    with a heavy host side (a Python runtime in front of a graph replay, a recapture) reads far less than the
-    judge's clock sees, as a forged report would: the disagreement is no evidence of cheating under this timer.
-    Where ``clock_disagreement`` fires, the call is charged the judge's clock excess instead: never less than
-    the time the call demonstrably took, so neither a heavy host side nor a forged window is rewarded.
+    That window (first GPU activity to last) leaves out host work before a call's first kernel, and the judge's
+    clock around a request under it also holds the profiler's handling of each kernel record, so honest code
+    (a Python runtime in front of a graph replay; a graph of hundreds of kernels) can read far less than the
+    clock sees, as a forged report would: the disagreement is no evidence of cheating under this timer. The
+    judge re-times such a call under the event timer, whose own backstop then decides.
     """
     if clock_disagreement(reported_ms, call_wall_ms, empty_wall_ms) is None:
         return None

@@ -65,11 +65,16 @@ class TimedRun:
     reference) can be timed in alternation: load on the machine then falls on both alike.
 
     ``empty_every``: an empty request before every that many timed ones (under the CUPTI window, whose
-    per-request cost drifts, they are the fair comparison for the clock backstop)."""
+    per-request cost drifts, they are the fair comparison for the clock backstop). ``timer``: the worker's
+    other timer, by name, for every request of this run (the worker's own when None)."""
 
-    def __init__(self, buf: WorkloadBuffers, plan: TimingPlan, method: str, check_every: int, empty_every: int = 0):
+    def __init__(self, buf: WorkloadBuffers, plan: TimingPlan, method: str, check_every: int, empty_every: int = 0,
+                 timer: str | None = None):  # fmt: skip
         self.buf, self.plan, self.method = buf, plan, method
         self.check_every, self.empty_every = max(1, check_every), empty_every
+        self.which = () if timer is None else (timer,)
+        # the sync gap of an empty call under this run's timer (the worker's was measured under its own)
+        self.noop_gap_ms = buf.worker.noop_gap_ms if timer is None else None
         self.on_cuda = buf.subject.device.type == "cuda"
         self.n = 0
         self.sampled: set[int] = set()
@@ -85,12 +90,15 @@ class TimedRun:
         """The warm-up calls, prepared as timed ones; their median cost sets the timed count."""
         buf, plan = self.buf, self.plan
         costs: list[float] = []
+        if self.noop_gap_ms is None:
+            gaps = [buf.request(("time_noop", *self.which)) for _ in range(5)]
+            self.noop_gap_ms = statistics.median(max(0.0, float(r[2]) - float(r[1])) for r in gaps)
         for i in range(max(1, plan.warmup)):
             c0 = time.perf_counter()
             j = i % len(buf.sets)
             buf.refill(j, sub_seed(buf.seed, "warmup", i))
             buf.sync()
-            buf.request(("time", j))
+            buf.request(("time", j, *self.which))
             costs.append(time.perf_counter() - c0)
             if sum(costs) >= plan.warmup_budget_s():
                 break
@@ -106,14 +114,14 @@ class TimedRun:
         if self.empty_every and i % self.empty_every == 0:
             buf.sync()
             p0 = time.perf_counter()
-            buf.request(("time_noop",))
+            buf.request(("time_noop", *self.which))
             self.late_empty.append((time.perf_counter() - p0) * 1e3)
         j = i % len(buf.sets)
         buf.refill(j, sub_seed(buf.seed, "timed", i))
         check = buf.prepare_check(j) if i in self.sampled else None
         buf.sync()
         p0 = time.perf_counter()
-        reply = buf.request(("time", j))
+        reply = buf.request(("time", j, *self.which))
         wall_ms = (time.perf_counter() - p0) * 1e3
         # Copied first, before the slower checks below: work that a thread of the candidate finishes after the
         # reply (a cheat) must not catch up with the check while the judge reads /proc.
@@ -123,7 +131,7 @@ class TimedRun:
         if self.on_cuda:
             # All streams count: the later of the timed stream's end and the device going idle (less the
             # sync gap of an empty call, measured before the subject loaded).
-            self.samples.append(max(t_worker, t_all - worker.noop_gap_ms))
+            self.samples.append(max(t_worker, t_all - self.noop_gap_ms))
             self.leaks.append(max(0.0, t_all - t_worker))
             self.host_bound += "host-bound" in flags
         self.walls.append(wall_ms)

@@ -11,8 +11,10 @@ Messages (judge -> worker -> judge):
     ("register", j, inputs, outputs)   -> ("ok",)         tensors shared with the judge's memory (with
                                                           --buffers private, copied in and out around calls)
     ("call", j)                        -> ("ok",) | ("fail", kind, text)
-    ("time", j)                        -> ("timed", ms, ms_until_idle, flags) | ("fail", kind, text)
-    ("time_noop",)                     -> ("timed", ...)  the same path, nothing called (calibration)
+    ("time", j[, timer])               -> ("timed", ms, ms_until_idle, flags) | ("fail", kind, text)
+    ("time_noop"[, timer])             -> ("timed", ...)  the same path, nothing called (calibration)
+                                          timer: "events" under --timer cupti (the judge's re-timing), else
+                                          the --timer one
     ("exit",)
 """
 
@@ -191,6 +193,10 @@ def main() -> None:
         torch.cuda.set_device(device)
     flusher = L2Flusher(device) if on_cuda else None
     timer = make_cuda_timer(device, args.timer, args.preroll_us, args.preroll_kind) if on_cuda else None
+    # Under the CUPTI window the event timer too: the judge re-times a call whose window its clock disputes.
+    events = None
+    if on_cuda and args.timer == "cupti":
+        events = make_cuda_timer(device, "events", args.preroll_us, args.preroll_kind)
     persisting = _Persisting() if on_cuda else None
     # With no set-aside nothing persists, and a candidate that sets one aside is caught by the size check
     # after each timed call. That spares a driver call before every timed call (resetting persisting lines
@@ -202,6 +208,7 @@ def main() -> None:
     # Bound methods taken now: patching CudaTimer / L2Flusher / _Persisting after load cannot reach them.
     if on_cuda:
         timed, flush, reset_l2, pinned = timer.time, flusher.flush, persisting.reset, persisting.pinned_bytes
+        timers = {args.timer: timed} | ({"events": events.time} if events is not None else {})
     exact_tensor = torch.Tensor
     perf = time.perf_counter
     dps = args.dps == "1"
@@ -268,6 +275,9 @@ def main() -> None:
                 # time_noop: the same path with nothing called, for the judge's calibration (before load; under
                 # the CUPTI window, also between timed calls)
                 j = msg[1] if op == "time" else None
+                which = msg[2 if op == "time" else 1] if len(msg) > (2 if op == "time" else 1) else args.timer
+                if on_cuda and which not in timers:
+                    raise _Fail("runtime", f"no {which!r} timer in this process (--timer {args.timer})")
                 call = (lambda: invoke(j)) if j is not None else (lambda: None)
                 flags = []
                 if j is not None:
@@ -278,7 +288,7 @@ def main() -> None:
                     flush()
                     torch.cuda.synchronize(device)
                     box = []
-                    t, t_all, timer_flags = timed(lambda: box.append(call()))
+                    t, t_all, timer_flags = timers[which](lambda: box.append(call()))
                     flags.extend(timer_flags)
                     if pinned() > pinned_before:
                         flags.append("persisting-l2")

@@ -4,6 +4,7 @@ dtypes) and its clock checks against speed-of-light and the empty call."""
 from __future__ import annotations
 
 import math
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -14,7 +15,7 @@ from sol_bench import judge
 from sol_bench.errors import RewardHack, WrongDtype, WrongNumbers, WrongShape
 from sol_bench.judge import below_sol_on_host_clock, clock_disagreement
 from sol_bench.models import Tolerance
-from sol_bench.timed_phase import TimedPhase
+from sol_bench.timed_phase import TimedPhase, TimedRun
 from sol_bench.timing import summarize
 
 
@@ -56,22 +57,39 @@ def _timed(window_ms: float, walls_ms: list[float], empty_ms: list[float]) -> Ti
     return TimedPhase(summarize([window_ms] * len(walls_ms), "m"), walls_ms, [0.0] * len(walls_ms), empty_ms, 0)
 
 
-def test_host_time_outside_the_device_window_is_charged_not_called_a_cheat(monkeypatch):
+def test_a_device_window_the_clock_disputes_is_retimed_under_the_event_timer_not_called_a_cheat(monkeypatch):
     # The H100 case (2026-12-06): honest candidates (graph replays) read 0.07-0.14 ms in upstream's device window and
-    # 1.3-1.9 ms more on the judge's clock, and the clock backstop called them REWARD_HACK. That window leaves such host time out by design, so under it the call is
-    # charged what the judge's clock saw; under the event timer, which counts host time, it is still a forged report.
+    # 1.3-1.9 ms more on the judge's clock, which also holds the profiler's handling of every kernel record, and the
+    # clock backstop called them REWARD_HACK. Under that window the call is re-timed under the event timer and
+    # charged that; where the clock disputes the event timer too, it is a forged report.
     monkeypatch.setattr(judge, "sol_floor", lambda *a: (None, None, ""))
     worker = SimpleNamespace(noop_gap_ms=0.0, noop_wall_ms=3.7)
     walls, empties = [5.05, 5.06, 5.07], [3.74, 3.75]
-    stats, t_sol, _, note = judge._plausible(_cuda_context("cupti"), None, worker, _timed(0.0693, walls, empties))
-    assert stats.median_ms == pytest.approx(5.06 - 3.745) and len(stats.samples_ms) == 3 and t_sol is None
-    assert "charged the judge's clock" in note and "0.0693 ms" in note
-    with pytest.raises(RewardHack, match="timer tampering"):
-        judge._plausible(_cuda_context("events"), None, worker, _timed(0.0693, walls, empties))
-    # a window the clock agrees with is the call's time, under either timer
+    retimes = []
+
+    def retime(window_ms, walls_ms, empty_ms):
+        def again():
+            retimes.append(window_ms)
+            return _timed(window_ms, walls_ms, empty_ms)
+        return again
+
+    honest = retime(0.095, [0.51, 0.52, 0.53], [0.40])
+    stats, t_sol, _, note = judge._plausible(_cuda_context("cupti"), None, worker, _timed(0.0693, walls, empties),
+                                             honest)  # fmt: skip
+    assert stats.median_ms == pytest.approx(0.095) and t_sol is None and retimes == [0.095]
+    assert "re-timed under the event timer, 0.0950 ms" in note and "0.0693 ms" in note
+    forged = retime(0.0693, walls, empties)
+    with pytest.raises(RewardHack, match="timer tampering.*re-timed under the event timer"):
+        judge._plausible(_cuda_context("cupti"), None, worker, _timed(0.0693, walls, empties), forged)
+    with pytest.raises(RewardHack, match="timer tampering"):  # under the event timer itself: no second chance
+        judge._plausible(_cuda_context("events"), None, worker, _timed(0.0693, walls, empties), honest)
+    assert retimes == [0.095, 0.0693]
+    # a window the clock agrees with is the call's time, under either timer, and nothing is re-timed
     for timer in ("cupti", "events"):
-        stats, _, _, note = judge._plausible(_cuda_context(timer), None, worker, _timed(0.0693, [3.80, 3.85], empties))
+        stats, _, _, note = judge._plausible(_cuda_context(timer), None, worker, _timed(0.0693, [3.80, 3.85], empties),
+                                             honest)  # fmt: skip
         assert stats.median_ms == pytest.approx(0.0693) and note == ""
+    assert retimes == [0.095, 0.0693]
 
 
 def test_compare_atol_rtol_bounds():
@@ -150,3 +168,29 @@ def test_compare_low_precision_dtypes():
     assert compare("y", ref.clone(), ref, tol(required_matched_ratio=1.0)).max_absolute_error == 0.0
     f8 = torch.randn(256).clamp(-100, 100).to(torch.float8_e4m3fn)
     assert compare("y", f8.clone(), f8, tol(required_matched_ratio=1.0)).matched_ratio == 1.0
+
+
+def test_a_timed_run_under_the_workers_other_timer_names_it_in_every_request_and_measures_its_own_sync_gap():
+    sent = []
+
+    def request(msg):
+        sent.append(msg)
+        return ("timed", 0.010, 0.013, []) if msg[0] == "time_noop" else ("timed", 0.5, 0.504, [])
+
+    worker = SimpleNamespace(pid=os.getpid(), noop_gap_ms=0.0, noop_wall_ms=1.0)
+    buf = SimpleNamespace(worker=worker, subject=SimpleNamespace(device=torch.device("cuda")), sets=[0, 1], seed=1,
+                          refill=lambda j, seed: None, sync=lambda: None, request=request,
+                          prepare_check=lambda j: None, snapshot=lambda j: None)  # fmt: skip
+    plan = SimpleNamespace(warmup=2, iterations=lambda cost: 4, warmup_budget_s=lambda: 60.0)
+    run = TimedRun(buf, plan, "events", check_every=10**6, empty_every=4, timer="events")
+    run.warm_up()
+    run.sampled = set()  # no output checks: this fake holds no outputs
+    for i in range(run.n):
+        run.step(i)
+    assert sent and all(m[-1] == "events" for m in sent)
+    assert [m[0] for m in sent[:5]] == ["time_noop"] * 5 and run.noop_gap_ms == pytest.approx(0.003)
+    assert run.samples == [pytest.approx(0.501)] * 4  # the all-streams time less this timer's own sync gap
+    own = TimedRun(buf, plan, "cupti", check_every=10**6, empty_every=4)
+    sent.clear()
+    own.warm_up()
+    assert sent and all(len(m) == 2 and m[0] == "time" for m in sent)  # the worker's own timer: nothing named
