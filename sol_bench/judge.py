@@ -319,7 +319,7 @@ def _plausible(
             # hundreds of kernels reads milliseconds more than an empty call). The event timer has neither:
             # it counts host time past the pre-roll, and there the backstop's disagreement is a forged report.
             again = retime()
-            _no_side_stream_leak(again, 0.0)
+            _no_side_stream_leak(again, again.noop_gap_ms)
             again_empty = statistics.median(again.late_empty_ms)
             if (why := clock_disagreement(again.stats.median_ms, statistics.median(again.walls_ms), again_empty)):
                 raise RewardHack(f"{why}, re-timed under the event timer")

@@ -42,6 +42,7 @@ class TimedPhase:
     leaks_ms: list[float]  # CUDA: the device going idle after the timed stream ended, per call
     late_empty_ms: list[float]  # judge-clock time of empty requests interleaved with the timed ones
     host_bound: int  # CUDA: calls whose host launching outlasted the pre-roll
+    noop_gap_ms: float = 0.0  # CUDA: the sync gap of an empty call under this phase's timer
 
 
 def _flags_verdict(flags: list[str]) -> None:
@@ -164,5 +165,5 @@ class TimedRun:
             overhead = self.buf.worker.noop_wall_ms if host_overhead_ms is None else host_overhead_ms
             self.samples = [max(w - overhead, 1e-6) for w in self.walls]
         stats = summarize(self.samples, self.method if self.on_cuda else HOST_METHOD, clock, extra=extra)
-        return TimedPhase(stats, self.walls, self.leaks, self.late_empty, self.host_bound)
+        return TimedPhase(stats, self.walls, self.leaks, self.late_empty, self.host_bound, self.noop_gap_ms or 0.0)
 

@@ -53,8 +53,10 @@ def _cuda_context(timer: str) -> SimpleNamespace:
     return SimpleNamespace(config=config, device=torch.device("cuda"), problem=SimpleNamespace(definition=None))
 
 
-def _timed(window_ms: float, walls_ms: list[float], empty_ms: list[float]) -> TimedPhase:
-    return TimedPhase(summarize([window_ms] * len(walls_ms), "m"), walls_ms, [0.0] * len(walls_ms), empty_ms, 0)
+def _timed(window_ms: float, walls_ms: list[float], empty_ms: list[float], leak_ms: float = 0.0,
+           gap_ms: float = 0.0) -> TimedPhase:  # fmt: skip
+    n = len(walls_ms)
+    return TimedPhase(summarize([window_ms] * n, "m"), walls_ms, [leak_ms] * n, empty_ms, 0, gap_ms)
 
 
 def test_a_device_window_the_clock_disputes_is_retimed_under_the_event_timer_not_called_a_cheat(monkeypatch):
@@ -90,6 +92,20 @@ def test_a_device_window_the_clock_disputes_is_retimed_under_the_event_timer_not
                                              honest)  # fmt: skip
         assert stats.median_ms == pytest.approx(0.0693) and note == ""
     assert retimes == [0.095, 0.0693]
+
+
+def test_a_retimed_call_is_checked_for_side_streams_against_the_event_timers_own_sync_gap(monkeypatch):
+    # The re-time runs under the event timer, whose empty call syncs with its own gap (not the CUPTI timer's):
+    # device idle 0.3 ms after the stream's end is that gap on an empty call, not work hidden on a side stream.
+    monkeypatch.setattr(judge, "sol_floor", lambda *a: (None, None, ""))
+    worker = SimpleNamespace(noop_gap_ms=0.0, noop_wall_ms=3.7)
+    disputed = _timed(0.0693, [5.05, 5.06, 5.07], [3.74, 3.75])
+    honest = _timed(0.095, [0.51, 0.52, 0.53], [0.40], leak_ms=0.30, gap_ms=0.28)
+    stats, *_ = judge._plausible(_cuda_context("cupti"), None, worker, disputed, lambda: honest)
+    assert stats.median_ms == pytest.approx(0.095)
+    hidden = _timed(0.095, [0.51, 0.52, 0.53], [0.40], leak_ms=0.60, gap_ms=0.28)
+    with pytest.raises(RewardHack, match="side stream"):
+        judge._plausible(_cuda_context("cupti"), None, worker, disputed, lambda: hidden)
 
 
 def test_compare_atol_rtol_bounds():
