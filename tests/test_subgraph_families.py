@@ -176,7 +176,7 @@ def test_additive_mask_attention_is_replaced_with_the_mask_as_input():
     args = [torch.randn(2, 3, 7, 16), torch.randn(2, 3, 9, 16), torch.randn(2, 3, 9, 16), torch.randn(2, 1, 7, 9)]
     gm, replaced = rewrite(capture(f, args))
     assert [r.description.split(";")[1].strip() for r in replaced] == [
-        "scale=0.125, causal=False, mask_mode=1, out_dtype=torch.float32)"
+        "scale=0.125, causal=False, mask_mode=1, out_dtype=torch.float32, softcap=0.0, query_squeezed=False)"
     ]
     torch.testing.assert_close(gm(*args), f(*args), rtol=1e-5, atol=1e-5)
 

@@ -35,7 +35,7 @@ def fastest(
             continue
         try:
             out = call()
-        except RuntimeError:
+        except Exception:  # noqa: BLE001 - a way that does not take this call (SDPA's refusal, a kernel's limits)
             continue
         if out.shape != base.shape or not torch.allclose(out.float(), base.float(), atol=2e-2, rtol=2e-2):
             continue

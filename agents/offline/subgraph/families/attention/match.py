@@ -9,6 +9,7 @@ offered as ``causal`` first. Attention already written as SDPA is a site only wh
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -30,27 +31,52 @@ def _rank(n: object) -> int:
     return v.dim() if v is not None else -1
 
 
-def _scores(node: object) -> tuple[Node, float, Node | None, int] | None:
-    """(the q @ k^T bmm, scale, mask, mask mode) behind a softmax input."""
-    scale, mask, mode = 1.0, None, 0
+def _softcapped(node: object) -> tuple[Node, float] | None:
+    """(x, cap) for ``cap * tanh(x / cap)`` (or ``x * (1 / cap)``), else None."""
+    if not is_op(node, "mul") or (cap := number(node.args[1])) is None or not is_op(node.args[0], "tanh"):
+        return None
+    inner = node.args[0].args[0]
+    if is_op(inner, "div") and number(inner.args[1]) == cap:
+        return inner.args[0], cap
+    if is_op(inner, "mul") and (c := number(inner.args[1])) is not None and abs(c * cap - 1.0) < 1e-6:
+        return inner.args[0], cap
+    return None
+
+
+@dataclass(frozen=True)
+class _Scores:
+    qk: Node  # the q @ k^T bmm
+    scale: float
+    mask: Node | None
+    mode: int  # mask mode (see the op)
+    mask_rank: int  # rank of the scores the mask applies to
+    softcap: float
+
+
+def _scores(node: object) -> _Scores | None:
+    """What lies behind a softmax input: the q @ k^T bmm, then (in any order) a scale, a mask and a soft cap
+    applied after the scale."""
+    scale, mask, mode, mask_rank, softcap = 1.0, None, 0, -1, 0.0
     while True:
         if (inner := cast_of(node)) is not None:
             node = inner
-        elif is_op(node, "view", "_unsafe_view", "reshape", "expand", "clone"):
+        elif is_op(node, "view", "_unsafe_view", "reshape", "expand", "clone", "squeeze", "unsqueeze"):
             node = node.args[0]
+        elif not softcap and scale == 1.0 and (capped := _softcapped(node)) is not None:
+            node, softcap = capped
         elif is_op(node, "mul", "div") and (c := number(node.args[1])) is not None:
             scale = scale * (c if is_op(node, "mul") else 1.0 / c)
             node = node.args[0]
         elif is_op(node, "add") and mode == 0 and all(isinstance(a, Node) for a in node.args[:2]):
             a, b = node.args[:2]
             node, mask = (a, b) if _rank(a) >= _rank(b) else (b, a)
-            mode = 1
+            mode, mask_rank = 1, _rank(node)
         elif is_op(node, "masked_fill") and mode == 0 and (number(node.args[2]) or 0.0) <= _FILL_MIN:
-            node, mask, mode = node.args[0], node.args[1], 2
+            node, mask, mode, mask_rank = node.args[0], node.args[1], 2, _rank(node)
         elif is_op(node, "where") and mode == 0 and (number(node.args[2]) or 0.0) <= _FILL_MIN:
-            node, mask, mode = node.args[1], node.args[0], 3
+            node, mask, mode, mask_rank = node.args[1], node.args[0], 3, _rank(node)
         elif is_op(node, "bmm", "matmul"):
-            return node, scale, mask, mode
+            return _Scores(node, scale, mask, mode, mask_rank, softcap)
         else:
             return None
 
@@ -89,7 +115,7 @@ def _pv(sm: Node) -> Node | None:
     while (u := single_user(node)) is not None:
         if is_op(u, "bmm", "matmul") and u.args[0] is node:
             return u
-        if cast_of(u) is None and not is_op(u, "view", "_unsafe_view", "reshape", "expand", "clone"):
+        if cast_of(u) is None and not is_op(u, "view", "_unsafe_view", "reshape", "expand", "clone", "unsqueeze"):
             return None
         node = u
     return None
@@ -154,24 +180,35 @@ def find(gm: GraphModule) -> Sites:
         got, pv = _scores(sm.args[0]), _pv(sm)
         if got is None or pv is None:
             continue
-        qk, scale, mask, mode = got
-        kt = strip_views(qk.args[1])[-1]
+        kt = strip_views(got.qk.args[1])[-1]
         if not is_op(kt, "transpose", "permute"):
             continue
-        constant_mask = mask is not None and members((), (mask,)) is not None
-        readings = ([(None, True, 0)] if constant_mask else []) + [(mask, False, mode)]
+        constant_mask = got.mask is not None and members((), (got.mask,)) is not None
+        readings = ([(None, True, 0)] if constant_mask else []) + [(got.mask, False, got.mode)]
         alts = []
         # q, k, v and the output are taken at one rank: q's own first (before the views the bmm needs), then
         # any other its views pass through (a decode query [b, h, d] meets its cache at [b, h, 1, d])
-        q_chain = strip_views(qk.args[0])
+        q_chain = strip_views(got.qk.args[0])
         for rank in dict.fromkeys(_rank(n) for n in reversed(q_chain)):
-            qs, ks, vs = _choices(qk.args[0], rank), _choices(kt.args[0], rank), _choices(pv.args[1], rank)
+            qs, ks, vs = _choices(got.qk.args[0], rank), _choices(kt.args[0], rank), _choices(pv.args[1], rank)
             ends = _output(pv, rank)
-            if not (qs and ks and vs and ends):
+            if not (qs and ks and vs and ends) or (got.softcap and not _one_query(qs[0])):
                 continue
             for end, (m, causal, mm), (k, v) in itertools.product(ends, readings, zip(ks, vs)):
-                consts = {"scale": scale, "causal": causal, "mask_mode": mm, "out_dtype": val(end).dtype}
+                # a decode reference squeezes the unit query dim before its mask: the op puts it back
+                squeezed = m is not None and got.mask_rank == rank - 1
+                if m is not None and got.mask_rank not in (rank, rank - 1):
+                    continue
+                consts = {"scale": got.scale, "causal": causal, "mask_mode": mm, "out_dtype": val(end).dtype,
+                          "softcap": got.softcap, "query_squeezed": squeezed}  # fmt: skip
                 alts.append(Region("attention", ATTENTION, (qs[0], k, v, m), (end,), consts))
         if alts:
             sites.append(alts)
     return sites
+
+
+def _one_query(q: Node) -> bool:
+    """A soft cap is taken only where one query attends (decode), which the op's Triton kernel serves; longer
+    queries would run its spelled-out math, slower than what Inductor makes of the reference's."""
+    v = val(q)
+    return v is not None and v.dim() >= 2 and v.shape[-2] == 1
