@@ -511,3 +511,21 @@ def test_tuned_ways_reports_each_workloads_choice_on_the_cpu():
     for line in lines:  # the kept way is one it measured, with a time
         kept = line.split(": keeps ", 1)[1].split(";", 1)[0]
         assert kept in ("eager", "compile") and f"'{kept}': '" in line and " ms'" in line
+
+
+def test_the_timer_cost_and_sdpa_benches_refuse_a_machine_without_cuda_and_read_their_shapes():
+    """bench/cupti_cost.py and bench/sdpa_backends.py measure CUDA only: without it they say so before any
+    work. The SDPA bench's shapes read BxHQxHKVxDxS with a trailing c for causal, and a GQA ratio that does
+    not divide is refused by name."""
+    if not __import__("torch").cuda.is_available():
+        for script in ("bench/cupti_cost.py", "bench/sdpa_backends.py"):
+            res = _run(script)
+            assert res.returncode != 0 and "no CUDA device" in res.stderr, script
+    sys.path.insert(0, str(REPO / "bench"))
+    import sdpa_backends
+
+    assert sdpa_backends.parse_shape("4x32x8x64x1024c") == (4, 32, 8, 64, 1024, True)
+    assert sdpa_backends.parse_shape("8x16x16x64x512") == (8, 16, 16, 64, 512, False)
+    with pytest.raises(ValueError, match="'1x12x5x64x128'.*not a multiple"):
+        sdpa_backends.parse_shape("1x12x5x64x128")
+    assert all(sdpa_backends.parse_shape(s) for s in sdpa_backends.SHAPES)
