@@ -21,6 +21,7 @@ from agents.offline.graph import trace_ops
 from agents.offline.templates import FAMILIES, Binding, build_solution
 from agents.offline.templates.base import Family
 from agents.registry import REGISTRY, make_agent
+from agents.offline.subgraph.solution import Found
 from sol_bench.inputs import make_inputs
 from sol_bench.models import Solution
 from sol_bench.problem import load_problem
@@ -403,7 +404,7 @@ def test_template_locals_never_shadow_a_problem_argument(monkeypatch):
     bound = {load_problem(d).name: got for d, got in found.items()}
     monkeypatch.setattr(Family, "match", lambda fam, problem, sig, probe=None: [
         b for name, b in bound[problem.name] if name == fam.name])  # fmt: skip
-    monkeypatch.setattr(agent_module, "_subgraph", lambda problem: None)
+    monkeypatch.setattr(agent_module.subgraph_solution, "find", lambda problem: Found((), "not searched here"))
     clashes = []
     for d in found:
         p = load_problem(d)

@@ -243,6 +243,43 @@ def test_candidate_ships_package_files_and_runs_on_the_cpu(block, tmp_path):
             del sys.modules[name]
 
 
+def test_the_tuned_candidate_carries_the_families_as_one_of_its_ways(block, tmp_path):
+    """On a GPU the tuned candidate (planned first) also runs the reference with its families replaced, as one
+    more way chosen per signature where it agrees and is fastest: families then reach every problem they are
+    found in, not only where the separate subgraph candidate is judged. The way computes the reference's outputs
+    (run here on the CPU); without families found, the candidate is as before."""
+    from agents.offline import compiled
+
+    first = next(iter(plan(block, "cuda")))
+    assert first.group == "reference/tuned" and "attention+gated+rmsnorm replaced" in first.notes
+    paths = {s.path for s in first.solution.sources}
+    assert {"kernel.py", "solforge_tuned.py", "sf_subgraph/runtime.py"} <= paths
+    plain = compiled.tuned_solution(block, True)
+    assert {s.path for s in plain.sources} == {"kernel.py", "solforge_tuned.py"}
+    assert "graph_of_families" not in plain.sources[0].content
+    for s in first.solution.sources:
+        (tmp_path / s.path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / s.path).write_text(s.content)
+    sys.path.append(str(tmp_path))
+    try:
+        spec = importlib.util.spec_from_file_location("tuned_candidate", tmp_path / "kernel.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        assert [w.name for w in module._ways] == ["graph_of_eager", "graph_of_compile", "compile", "graph_of_families"]
+        ref = load_reference(block.definition)
+        w = block.workloads[0]
+        inputs = list(make_inputs(block.definition, w, "cpu", seed=3, reference=ref).values())
+        outs = [torch.empty(shape, dtype=dt) for shape, dt in output_specs(block.definition, w).values()]
+        module._ways[-1].call((*inputs, *outs))
+        for got, want in zip(outs, ref.run(*inputs)):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        assert [len(r) for r in module._families.replaced.values()] == [4]
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m == "sf_subgraph" or m.startswith("sf_subgraph.")]:
+            del sys.modules[name]
+
+
 def test_errors_inside_find_or_rendering_leave_the_plan_without_the_candidate(block, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("a matcher's bug")

@@ -86,25 +86,32 @@ def _reference(problem: Problem, variant: CompileVariant, notes: str, **flags: b
     return Planned.of(compiled.solution(problem, variant), f"reference/{variant.name}", notes, **flags)
 
 
-def _tuned(problem: Problem, gpu: bool) -> Planned:
+def _tuned(problem: Problem, gpu: bool, found: subgraph_solution.Found | None = None) -> Planned:
     # Not prechecked: it checks Inductor's numerics itself, on the call's inputs, and keeps eager's where they miss.
     # On a GPU it is the sure pass too: its ways include the floor's graph of eager, and it reads T_b by design.
-    sol = compiled.tuned_solution(problem, gpu)
-    return Planned.of(sol, "reference/tuned", "the fastest of the reference's ways per input signature, timed on "
-                      "its first call (graph of eager, graph of Inductor, Inductor)" if gpu else
+    # Families found in the reference are one more of its ways, chosen per input signature where they are fastest.
+    try:
+        sol = compiled.tuned_solution(problem, gpu, found)
+    except Exception as e:  # noqa: BLE001 - the families' way must not cost the sure pass
+        _log.warning("tuned candidate for %s without its families' way: %s: %s", problem.name, type(e).__name__, e)
+        sol = compiled.tuned_solution(problem, gpu)
+    ways = "graph of eager, graph of Inductor, Inductor"
+    if gpu and found is not None and found.replaced:
+        ways += f", graph of the reference with {'+'.join(found.families)} replaced"
+    return Planned.of(sol, "reference/tuned", f"the fastest of the reference's ways per input signature, timed on "
+                      f"its first call ({ways})" if gpu else
                       "the faster of eager and Inductor's C++ code per input signature, timed on its first call",
-                      bar=True, floor=gpu)
+                      bar=True, floor=gpu)  # fmt: skip
 
 
 def _is_gpu(device: str) -> bool:
     return device.startswith("cuda")
 
 
-def _subgraph(problem: Problem) -> tuple[Planned, bool] | None:
+def _subgraph(problem: Problem, found: subgraph_solution.Found) -> tuple[Planned, bool] | None:
     """The subgraph candidate, where families are found inside the reference, and whether they were found
     inside a larger problem (else they are the whole of it); None (the reason logged) where none is, or
     anything on the way fails: this candidate is never why a plan breaks."""
-    found = subgraph_solution.find(problem)
     if not found.replaced:
         _log.info("no subgraph candidate for %s: %s", problem.name, found.why)
         return None
@@ -139,14 +146,15 @@ def plan(
     if language is not None:
         langs = tuple(lang for lang in (GPU_LANGUAGE_ORDER if gpu else langs) if lang == language)
     want_reference = language in (None, "pytorch")
+    found = subgraph_solution.find(problem) if gpu and (want_reference or language == "triton") else None
     if want_reference:
         if gpu:
-            yield _tuned(problem, gpu=True)
+            yield _tuned(problem, gpu=True, found=found)
             yield _reference(problem, compiled.FLOOR, "the reference replayed as a CUDA graph", floor=True)
         else:
             yield _reference(problem, compiled.EAGER, "the reference, eager", floor=True)
             yield _tuned(problem, gpu=False)
-    sub = _subgraph(problem) if gpu and language in (None, "triton") else None
+    sub = _subgraph(problem, found) if found is not None and language in (None, "triton") else None
     bound = [(fam, b) for fam in FAMILIES for b in fam.match(problem, sig, probe)]
     # A template bound to the problem is one kernel for all of it; the subgraph candidate leads only where no
     # template binds and its families sit inside a larger problem.

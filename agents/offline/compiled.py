@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sol_bench.models import Solution
 from sol_bench.problem import Problem
@@ -130,6 +131,14 @@ _ways = [
 ]
 """
 
+# Where families were found inside the reference (``subgraph/``): the reference with them replaced by their
+# kernels, the rest by Inductor, replayed as one graph; kept, like every way, only where it agrees and is fastest.
+_TUNED_FAMILIES = """
+from {package}.runtime import Runner as _Runner
+_families = _Runner(_reference_run, {n_out}, _into, _graphed, _signature)
+_ways.append(_Way("graph_of_families", lambda args: _families(*args), lambda args: _forget_graph(args)))
+"""
+
 _TUNED_CPU = """
 _compiled = _torch.compile(_reference_run, dynamic=False)
 _ways = [_Way("eager", lambda args: _reference_run(*args)), _Way("compile", lambda args: _compiled(*args))]
@@ -159,25 +168,37 @@ def strictest_tolerance(problem: Problem) -> tuple[float, float, float]:
             max(t.required_matched_ratio for t in tols))  # fmt: skip
 
 
-def render_tuned(problem: Problem, gpu: bool) -> str:
+def render_tuned(problem: Problem, gpu: bool, families_package: str | None = None) -> str:
+    """``families_package``: the shipped subgraph package's import name, to add the families' way (GPU only)."""
     d = problem.definition
     atol, rtol, matched = strictest_tolerance(problem)
     ways = _TUNED_GPU.format(n_out=len(d.outputs)) if gpu else _TUNED_CPU
+    if gpu and families_package:
+        ways = ways.rstrip("\n") + "\n" + _TUNED_FAMILIES.format(package=families_package, n_out=len(d.outputs))
     return d.reference.rstrip() + "\n" + _TUNED.format(
         replay=replay_source(), module=TUNED_MODULE, ways=ways.strip("\n"), n_in=len(d.inputs), dps=gpu,
         atol=atol, rtol=rtol, matched=matched,
     )  # fmt: skip
 
 
-def tuned_solution(problem: Problem, gpu: bool) -> Solution:
+def tuned_solution(problem: Problem, gpu: bool, found: Any = None) -> Solution:
     """The reference run the fastest of its ways per input signature, measured on the signature's first call
-    (``tuned.py``): on a GPU a graph of eager, a graph of Inductor's code, or Inductor's code; on the CPU eager or
-    Inductor's C++ code. Destination-passing on a GPU (the graphs write into the judge's buffers)."""
+    (``tuned.py``): on a GPU a graph of eager, a graph of Inductor's code, or Inductor's code, and where ``found``
+    (``subgraph.solution.Found``) replaced family regions, a graph of the reference with their kernels; on the CPU
+    eager or Inductor's C++ code. Destination-passing on a GPU (the graphs write into the judge's buffers)."""
     from . import tuned
 
+    files = {f"{TUNED_MODULE}.py": Path(tuned.__file__).read_text()}
+    package = None
+    if gpu and found is not None and found.replaced:
+        from .subgraph import solution as subgraph_solution
+
+        package = subgraph_solution.PACKAGE
+        files |= subgraph_solution.shipped_files()
+    ways = "graph of eager, graph of Inductor, Inductor" + (f", graph of {'+'.join(found.families)}" if package else "")
     return entry_solution(
         problem, name=f"{problem.name}__ref_tuned", author=AUTHOR,
-        description="the reference, the fastest of its ways per input signature", language="pytorch",
-        destination_passing=gpu, kernel=render_tuned(problem, gpu),
-        files={f"{TUNED_MODULE}.py": Path(tuned.__file__).read_text()},
+        description=f"the reference, the fastest of its ways per input signature ({ways})" if gpu else
+        "the reference, the fastest of its ways per input signature", language="pytorch",
+        destination_passing=gpu, kernel=render_tuned(problem, gpu, package), files=files,
     )  # fmt: skip
