@@ -1,8 +1,8 @@
 """`bench/tuned_ways.py`: what the tuned reference (``agents/offline/tuned.py``) measures of each of its ways on
-a problem's workloads, which way it keeps, and, on a GPU, each way's time outside the judge (the judge's CUPTI
-window through ``sol_bench.timing.time_callable``, and the kernels torch.profiler records). Run in this
-process on fresh buffers: a gap between these times and the judged T_k is in how the judge runs the candidate,
-not in the choice.
+a problem's workloads (on a GPU with the families' way where families are found in it), which way it keeps,
+and, on a GPU, each way's time outside the judge (the judge's CUPTI window through
+``sol_bench.timing.time_callable``, and the kernels torch.profiler records). Run in this process on fresh
+buffers: a gap between these times and the judged T_k is in how the judge runs the candidate, not in the choice.
 
     python bench/tuned_ways.py kernels_tmp/fresh/L1/gen_gelu_exact_f4096_bf16 --device cuda
     python bench/tuned_ways.py tests/fixtures/problems/rmsnorm_small --device cpu   (a CPU check)
@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agents.offline import compiled  # noqa: E402
+from agents.offline.subgraph import solution as subgraph_solution  # noqa: E402
 from sol_bench.inputs import make_inputs, output_specs  # noqa: E402
 from sol_bench.problem import WORKLOAD_PICKS, load_problem  # noqa: E402
 from sol_bench.reference import load_reference  # noqa: E402
@@ -35,6 +36,7 @@ def load_candidate(solution) -> types.ModuleType:
     sys.modules[name] = module
     staged = tempfile.mkdtemp(prefix="tuned_ways_")
     for src in solution.sources[1:]:
+        (Path(staged) / src.path).parent.mkdir(parents=True, exist_ok=True)
         (Path(staged) / src.path).write_text(src.content)
     sys.path.insert(0, staged)
     exec(compile(solution.sources[0].content, "kernel.py", "exec"), module.__dict__)
@@ -61,7 +63,8 @@ def main() -> int:
     gpu = args.device.startswith("cuda")
     problem = load_problem(args.problem)
     problem = problem.select(problem.pick_workloads(args.workloads, args.pick))
-    module = load_candidate(compiled.tuned_solution(problem, gpu))
+    found = subgraph_solution.find(problem) if gpu else None  # the families' way, as the agent plans it
+    module = load_candidate(compiled.tuned_solution(problem, gpu, found))
     tuned, reference = module._tuned, load_reference(problem.definition)
     for w in problem.workloads:
         inputs = list(make_inputs(problem.definition, w, args.device, 3, reference).values())

@@ -529,3 +529,27 @@ def test_the_timer_cost_and_sdpa_benches_refuse_a_machine_without_cuda_and_read_
     with pytest.raises(ValueError, match="'1x12x5x64x128'.*not a multiple"):
         sdpa_backends.parse_shape("1x12x5x64x128")
     assert all(sdpa_backends.parse_shape(s) for s in sdpa_backends.SHAPES)
+
+
+def test_family_ab_judges_each_candidate_in_its_own_process_and_lists_problems_without_families(tmp_path):
+    """bench/family_ab.py on the CPU: the subgraph candidate of an RMSNorm problem is judged (a T_k per
+    workload), a problem whose reference holds no family is listed as such, and the JSON lines carry both."""
+    plain = tmp_path / "scale_only"
+    plain.mkdir()
+    d = json.loads((FIXTURE / "definition.json").read_text())
+    d |= {"name": "scale_only", "reference": "import torch\n\ndef run(x, weight, eps):\n    return x * weight\n"}
+    (plain / "definition.json").write_text(json.dumps(d))
+    (plain / "workload.jsonl").write_text((FIXTURE / "workload.jsonl").read_text())
+    records = tmp_path / "rows.jsonl"
+    res = _run("bench/family_ab.py", str(FIXTURE), str(plain), "--device", "cpu", "--candidates", "subgraph",
+               "--workloads", "1", "--staging-root", str(tmp_path / "st"), "--json-out", str(records),
+               "-o", str(tmp_path / "t.md"))  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    table = (tmp_path / "t.md").read_text()
+    assert "| scale_only | none (no family region reproduced) | - | - | - |" in table
+    rows = {r["problem"]: r for r in map(json.loads, records.read_text().splitlines())}
+    judged = rows["rmsnorm_small"]["judged"]
+    assert [j["candidate"] for j in judged] == ["subgraph"] and rows["rmsnorm_small"]["families"] == "rmsnorm"
+    (uuid,) = rows["rmsnorm_small"]["workloads"]
+    assert judged[0]["statuses"] == {uuid: "PASSED"} and judged[0]["ms"][uuid] > 0
+    assert f"| rmsnorm_small | rmsnorm | subgraph | {judged[0]['ms'][uuid]:.4f} | - |" in table
