@@ -3,6 +3,7 @@ it occurs, decoys that look alike are left alone, and the rewritten graph comput
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import json
@@ -212,6 +213,25 @@ def test_data_dependent_reference_is_not_capturable():
         capture(lambda x: x[x > 0].sum(), [torch.randn(8)])
 
 
+@contextlib.contextmanager
+def _candidate_module(sol, where: Path, name: str):
+    """The candidate's ``kernel.py`` imported with its shipped files beside it, as the judge's worker does; the
+    shipped package is forgotten afterwards, so another candidate imports its own."""
+    for s in sol.sources:
+        (where / s.path).parent.mkdir(parents=True, exist_ok=True)
+        (where / s.path).write_text(s.content)
+    sys.path.append(str(where))
+    try:
+        spec = importlib.util.spec_from_file_location(name, where / "kernel.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(where))
+        for mod in [m for m in sys.modules if m == "sf_subgraph" or m.startswith("sf_subgraph.")]:
+            del sys.modules[mod]
+
+
 def test_candidate_ships_package_files_and_runs_on_the_cpu(block, tmp_path):
     found = subgraph_solution.find(block)
     assert found.families == ("attention", "gated", "rmsnorm")
@@ -221,14 +241,7 @@ def test_candidate_ships_package_files_and_runs_on_the_cpu(block, tmp_path):
     assert "sf_subgraph/families/rmsnorm/kernel.py" in shipped and "sf_subgraph/solution.py" not in shipped
     for path, text in shipped.items():
         assert (here / path.removeprefix("sf_subgraph/")).read_text() == text  # the package's own files
-    for s in sol.sources:
-        (tmp_path / s.path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / s.path).write_text(s.content)
-    sys.path.append(str(tmp_path))
-    try:
-        spec = importlib.util.spec_from_file_location("subgraph_candidate", tmp_path / "kernel.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+    with _candidate_module(sol, tmp_path, "subgraph_candidate") as module:
         ref = load_reference(block.definition)
         for w in block.workloads:
             inputs = list(make_inputs(block.definition, w, "cpu", seed=5, reference=ref).values())
@@ -237,10 +250,6 @@ def test_candidate_ships_package_files_and_runs_on_the_cpu(block, tmp_path):
             for got, want in zip(outs, ref.run(*inputs)):
                 torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
         assert all(len(r) == 4 for r in module._runner.replaced.values())  # found again at run time, per signature
-    finally:
-        sys.path.remove(str(tmp_path))
-        for name in [m for m in sys.modules if m == "sf_subgraph" or m.startswith("sf_subgraph.")]:
-            del sys.modules[name]
 
 
 def test_the_tuned_candidate_carries_the_families_as_one_of_its_ways(block, tmp_path):
@@ -257,14 +266,7 @@ def test_the_tuned_candidate_carries_the_families_as_one_of_its_ways(block, tmp_
     plain = compiled.tuned_solution(block, True)
     assert {s.path for s in plain.sources} == {"kernel.py", "solforge_tuned.py"}
     assert "graph_of_families" not in plain.sources[0].content
-    for s in first.solution.sources:
-        (tmp_path / s.path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / s.path).write_text(s.content)
-    sys.path.append(str(tmp_path))
-    try:
-        spec = importlib.util.spec_from_file_location("tuned_candidate", tmp_path / "kernel.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+    with _candidate_module(first.solution, tmp_path, "tuned_candidate") as module:
         assert [w.name for w in module._ways] == ["graph_of_eager", "graph_of_compile", "compile", "graph_of_families"]
         ref = load_reference(block.definition)
         w = block.workloads[0]
@@ -274,10 +276,6 @@ def test_the_tuned_candidate_carries_the_families_as_one_of_its_ways(block, tmp_
         for got, want in zip(outs, ref.run(*inputs)):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
         assert [len(r) for r in module._families.replaced.values()] == [4]
-    finally:
-        sys.path.remove(str(tmp_path))
-        for name in [m for m in sys.modules if m == "sf_subgraph" or m.startswith("sf_subgraph.")]:
-            del sys.modules[name]
 
 
 def test_errors_inside_find_or_rendering_leave_the_plan_without_the_candidate(block, monkeypatch):
