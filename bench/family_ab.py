@@ -57,7 +57,7 @@ def solutions(problem: Problem, found: subgraph_solution.Found, gpu: bool, names
         elif name == "tuned":
             made[name] = tuned_solution(problem, gpu)
         elif name == "tuned_families":
-            made[name] = tuned_solution(problem, gpu, found)
+            made[name] = tuned_solution(problem, gpu, subgraph_solution.families_way(found))
     return made
 
 

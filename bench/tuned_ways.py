@@ -63,8 +63,9 @@ def main() -> int:
     gpu = args.device.startswith("cuda")
     problem = load_problem(args.problem)
     problem = problem.select(problem.pick_workloads(args.workloads, args.pick))
-    found = subgraph_solution.find(problem) if gpu else None  # the families' way, as the agent plans it
-    module = load_candidate(compiled.tuned_solution(problem, gpu, found))
+    # the families' way, as the agent plans it
+    families = subgraph_solution.families_way(subgraph_solution.find(problem)) if gpu else None
+    module = load_candidate(compiled.tuned_solution(problem, gpu, families))
     tuned, reference = module._tuned, load_reference(problem.definition)
     for w in problem.workloads:
         inputs = list(make_inputs(problem.definition, w, args.device, 3, reference).values())

@@ -91,7 +91,7 @@ def _tuned(problem: Problem, gpu: bool, found: subgraph_solution.Found | None = 
     # On a GPU it is the sure pass too: its ways include the floor's graph of eager, and it reads T_b by design.
     # Families found in the reference are one more of its ways, chosen per input signature where they are fastest.
     try:
-        sol = compiled.tuned_solution(problem, gpu, found)
+        sol = compiled.tuned_solution(problem, gpu, subgraph_solution.families_way(found) if found else None)
     except Exception as e:  # noqa: BLE001 - the families' way must not cost the sure pass
         _log.warning("tuned candidate for %s without its families' way: %s: %s", problem.name, type(e).__name__, e)
         sol = compiled.tuned_solution(problem, gpu)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Mapping
 
 from sol_bench.models import Solution
 from sol_bench.problem import Problem
@@ -181,21 +181,29 @@ def render_tuned(problem: Problem, gpu: bool, families_package: str | None = Non
     )  # fmt: skip
 
 
-def tuned_solution(problem: Problem, gpu: bool, found: Any = None) -> Solution:
+@dataclass(frozen=True)
+class FamiliesWay:
+    """Families found inside a reference, as the tuned candidate carries them (``subgraph.solution.families_way``):
+    the shipped package's import name, its files (path in the solution -> text) and the families' names."""
+
+    package: str
+    files: Mapping[str, str]
+    families: tuple[str, ...]
+
+
+def tuned_solution(problem: Problem, gpu: bool, families: FamiliesWay | None = None) -> Solution:
     """The reference run the fastest of its ways per input signature, measured on the signature's first call
-    (``tuned.py``): on a GPU a graph of eager, a graph of Inductor's code, or Inductor's code, and where ``found``
-    (``subgraph.solution.Found``) replaced family regions, a graph of the reference with their kernels; on the CPU
-    eager or Inductor's C++ code. Destination-passing on a GPU (the graphs write into the judge's buffers)."""
+    (``tuned.py``): on a GPU a graph of eager, a graph of Inductor's code, or Inductor's code, and with ``families``
+    a graph of the reference with their kernels; on the CPU eager or Inductor's C++ code. Destination-passing on a
+    GPU (the graphs write into the judge's buffers)."""
     from . import tuned
 
     files = {f"{TUNED_MODULE}.py": Path(tuned.__file__).read_text()}
-    package = None
-    if gpu and found is not None and found.replaced:
-        from .subgraph import solution as subgraph_solution
-
-        package = subgraph_solution.PACKAGE
-        files |= subgraph_solution.shipped_files()
-    ways = "graph of eager, graph of Inductor, Inductor" + (f", graph of {'+'.join(found.families)}" if package else "")
+    package = families.package if gpu and families is not None else None
+    ways = "graph of eager, graph of Inductor, Inductor"
+    if package:
+        files |= dict(families.files)
+        ways += f", graph of {'+'.join(families.families)}"
     return entry_solution(
         problem, name=f"{problem.name}__ref_tuned", author=AUTHOR,
         description=f"the reference, the fastest of its ways per input signature ({ways})" if gpu else

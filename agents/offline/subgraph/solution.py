@@ -20,7 +20,7 @@ from sol_bench.models import Solution
 from sol_bench.problem import Problem
 from sol_bench.reference import load_reference
 
-from ..compiled import replay_source
+from ..compiled import FamiliesWay, replay_source
 from ..entry_solution import entry_solution
 from .capture import NotCapturable, capture
 from .ops import NAMESPACE
@@ -133,3 +133,8 @@ def solution(problem: Problem, found: Found) -> Solution:
         description=f"the reference with {families} replaced by their kernels, the rest by Inductor, one CUDA graph",
         language="triton", destination_passing=True, kernel=render(problem), files=shipped_files(),
     )
+
+
+def families_way(found: Found) -> FamiliesWay | None:
+    """What the tuned candidate needs to run ``found``'s families as one of its ways (None where none was found)."""
+    return FamiliesWay(PACKAGE, shipped_files(), found.families) if found.replaced else None
