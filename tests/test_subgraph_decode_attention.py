@@ -10,7 +10,7 @@ import torch
 from agents.offline.subgraph.capture import capture
 from agents.offline.subgraph.region import target_name
 from agents.offline.subgraph.rewrite import rewrite
-from tests.triton_interp import run_interpreted
+from tests.triton_interp import compile_sm90, run_interpreted
 
 
 def decode_reference(softcap: float):
@@ -138,17 +138,6 @@ def test_the_decode_kernel_matches_the_ops_math_in_the_interpreter():
     assert got["fp16_hidden_blocks_and_a_blind_row"]["any_nan"]  # a sequence that sees no key is NaN, as softmax is
 
 
-def _compile_sm90(fn, types: dict[str, str], constexprs: dict[str, object]):
-    """``fn`` compiled by Triton for sm_90 on this machine (no GPU needed): arguments not in ``constexprs`` take
-    their type from ``types`` (pointers by name, the rest i64 unless named)."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, compile
-
-    sig = {n: "constexpr" if n in constexprs else types.get(n, "i64") for n in fn.arg_names}
-    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "enable_fp_fusion": True})
-
-
 @pytest.mark.parametrize("dtype,head_dim,block", [("bf16", 128, 128), ("fp32", 64, 64), ("fp16", 256, 32)])
 def test_the_decode_kernels_compile_for_sm90_within_its_shared_memory(dtype, head_dim, block):
     pytest.importorskip("triton")
@@ -157,10 +146,10 @@ def test_the_decode_kernels_compile_for_sm90_within_its_shared_memory(dtype, hea
     floats = {"scale": "fp32", "softcap": "fp32"}
     ptrs = {n: f"*{dtype}" for n in ("q_ptr", "k_ptr", "v_ptr")} | {"keep_ptr": "*u8"}
     ptrs |= {n: "*fp32" for n in ("acc_ptr", "m_ptr", "l_ptr")}
-    partial = _compile_sm90(decode._decode_partial, ptrs | floats, dict(
+    partial = compile_sm90(decode._decode_partial, ptrs | floats, dict(
         G=7, D=head_dim, DV=head_dim, BLOCK_G=16, BLOCK_D=head_dim, BLOCK_DV=head_dim, BLOCK_N=block, HAS_KEEP=True,
         HAS_CAP=True, IEEE=dtype == "fp32"))  # fmt: skip
-    merge = _compile_sm90(decode._decode_merge, {"acc_ptr": "*fp32", "m_ptr": "*fp32", "l_ptr": "*fp32",
+    merge = compile_sm90(decode._decode_merge, {"acc_ptr": "*fp32", "m_ptr": "*fp32", "l_ptr": "*fp32",
                                                  "o_ptr": f"*{dtype}"}, dict(DV=head_dim, BLOCK_S=16, BLOCK_DV=head_dim))
     for kernel in (partial, merge):
         assert kernel.asm["cubin"] and kernel.metadata.shared <= 227 * 1024, kernel.metadata.shared

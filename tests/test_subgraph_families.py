@@ -236,7 +236,8 @@ def test_plan_on_a_gpu_yields_the_subgraph_candidate_for_a_generated_block(tmp_p
     problem = load_problem(tmp_path / "gen" / manifest.problems[0].path)
     first = list(itertools.islice(plan(problem, "cuda"), 3))
     assert first[0].floor and first[0].bar and first[1].floor  # the tuned reference, the graph of eager
-    assert first[2].group == "subgraph/gated" and "gated(" in first[2].notes
+    assert first[2].group == "subgraph/gated+gemv" and "gated(" in first[2].notes  # its linears: few tokens
+    assert "small_m_linear(" in first[2].notes
     assert [p.group for p in plan(problem, "cpu") if p.group.startswith("subgraph/")] == []
 
 
@@ -514,8 +515,8 @@ def test_attention_kernel_hands_sdpa_four_dimensions_so_a_fused_kernel_can_take_
     torch.testing.assert_close(got, torch.softmax(scores, -1) @ vv, atol=1e-5, rtol=1e-5)
 
 
-def test_attention_backend_is_the_fastest_that_agrees_with_the_default_and_is_measured_once():
-    from agents.offline.subgraph.families.attention.backend import DEFAULT, fastest
+def test_a_family_op_keeps_the_fastest_way_that_agrees_with_the_default_and_measures_once():
+    from agents.offline.subgraph.families.measure import DEFAULT, fastest
 
     x = torch.arange(6.0).reshape(2, 3)
     calls = []
@@ -550,7 +551,8 @@ def test_attention_backend_is_the_fastest_that_agrees_with_the_default_and_is_me
 
 
 def test_attention_backend_limits_sdpa_to_the_named_backend():
-    from agents.offline.subgraph.families.attention.backend import DEFAULT, run_with
+    from agents.offline.subgraph.families.attention.backend import run_with
+    from agents.offline.subgraph.families.measure import DEFAULT
 
     b = torch.backends.cuda
 

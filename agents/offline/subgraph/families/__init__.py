@@ -9,9 +9,10 @@ from __future__ import annotations
 from .base import Family
 from .attention import FAMILY as ATTENTION
 from .gated import FAMILY as GATED
+from .gemv import FAMILY as GEMV
 from .rmsnorm import FAMILY as RMSNORM
 from .rope import FAMILY as ROPE
 
-FAMILIES: tuple[Family, ...] = (RMSNORM, ROPE, ATTENTION, GATED)
+FAMILIES: tuple[Family, ...] = (RMSNORM, ROPE, ATTENTION, GATED, GEMV)
 
 __all__ = ["FAMILIES", "Family"]

@@ -18,7 +18,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from .backend import DEFAULT, FUSED, cuda_time_ms, fastest, run_with
+from ..measure import DEFAULT, cuda_time_ms, fastest
+from .backend import FUSED, run_with
 
 _CHOSEN: dict = {}  # per call shape: the way its first call measured fastest
 _DECODE_BLOCKS = (32, 64, 128)  # keys per step of the decode kernel, each a contender
