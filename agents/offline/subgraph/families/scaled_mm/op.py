@@ -36,7 +36,10 @@ def _scaled_mm_fake(a, a_scale, b, b_scale, a_block, b_block, out_dtype):
 def _scaled_mm_cuda(a, a_scale, b, b_scale, a_block, b_block, out_dtype):
     from .kernel import block_scaled_mm
 
-    return block_scaled_mm(a, a_scale, b, b_scale, a_block, b_block, out_dtype)
+    def reference():
+        return _scaled_mm(a, a_scale, b, b_scale, a_block, b_block, out_dtype)
+
+    return block_scaled_mm(a, a_scale, b, b_scale, a_block, b_block, out_dtype, reference)
 
 
 SCALED_MM = define("block_scaled_mm", _scaled_mm, _scaled_mm_fake, _scaled_mm_cuda)
