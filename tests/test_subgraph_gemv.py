@@ -116,3 +116,19 @@ def test_the_gemv_kernels_compile_for_sm90(dtype, block_n, block_k):
     total = compile_sm90(kernel._gemv_sum, {"part_ptr": "*fp32", "bias_ptr": f"*{dtype}", "y_ptr": f"*{dtype}"},
                          dict(HAS_BIAS=True, BLOCK=1024))  # fmt: skip
     assert total.asm["cubin"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("m,k,n,bias", [(1, 4096, 4096, False), (7, 1000, 70, True), (16, 2048, 6144, True)])
+def test_the_op_on_a_gpu_agrees_with_cublas_whichever_way_it_keeps(m, k, n, bias):
+    from agents.offline.subgraph.families.gemv import kernel
+    from agents.offline.subgraph.families.gemv.op import SMALL_M_LINEAR
+
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * k**-0.5
+    b = torch.randn(n, device="cuda", dtype=torch.bfloat16) if bias else None
+    for bn, bk, warps in kernel._BLOCKS:  # every contender, not only the kept one
+        torch.testing.assert_close(kernel.gemv(a, w, b, bn, bk, warps), F.linear(a, w, b), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(SMALL_M_LINEAR(a, w, b), F.linear(a, w, b), atol=2e-2, rtol=2e-2)
+    assert any(key[0] == (m, k) for key in kernel._CHOSEN)  # the shape's way was measured and kept

@@ -114,3 +114,24 @@ def test_the_fused_kernel_compiles_for_sm90_on_fp8(block_m, block_n, block_k):
     types = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "as_ptr": "*fp32", "bs_ptr": "*fp32", "y_ptr": "*bf16"}
     got = compile_sm90(kernel._block_scaled_mm, types, dict(BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k))
     assert got.asm["cubin"] and got.metadata.shared <= 227 * 1024
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("m,k,n,block", [(1, 2752, 4096, 128), (300, 576, 7552, 64)])
+def test_the_op_on_a_gpu_agrees_with_the_dequantized_matmul(m, k, n, block):
+    from agents.offline.subgraph.families.scaled_mm import kernel
+    from agents.offline.subgraph.families.scaled_mm.op import SCALED_MM, _scaled_mm
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", generator=g).to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, device="cuda", generator=g).to(torch.float8_e4m3fn)
+    a_scale = torch.rand(m, -(-k // block), device="cuda", generator=g) + 0.5
+    b_scale = torch.rand(-(-n // block), -(-k // block), device="cuda", generator=g) * 0.05
+    want = _scaled_mm(a, a_scale, b, b_scale, [1, block], [block, block], torch.bfloat16)
+    for bm, bn, warps, stages in kernel._TILES:  # every contender, not only the kept one
+        got = kernel.scaled_mm(a, a_scale, b, b_scale, [1, block], [block, block], torch.bfloat16, bm, bn, warps,
+                               stages)
+        torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2)
+    got = SCALED_MM(a, a_scale, b, b_scale, a_block=[1, block], b_block=[block, block], out_dtype=torch.bfloat16)
+    torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2)
