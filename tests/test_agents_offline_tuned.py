@@ -169,3 +169,46 @@ def _replay_module():
     exec(compile(compiled.replay_source(), "replay.py", "exec"), module.__dict__)
     return module
 
+
+
+class _GpuLog:
+    """Stands in for ``torch.cuda``: logs what the timing queues, in order; a spin of n cycles takes n ns."""
+
+    def __init__(self):
+        self.log: list[str] = []
+        self.now = 0.0  # ms of GPU time queued so far
+
+    def synchronize(self):
+        self.log.append("sync")
+
+    def _sleep(self, cycles):
+        self.log.append(f"spin {cycles}")
+        self.now += cycles * 1e-6
+
+    def Event(self, enable_timing=False):  # noqa: N802 - torch.cuda's name
+        gpu = self
+
+        class _Event:
+            def record(self):
+                self.at = gpu.now
+                gpu.log.append("record")
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, other):
+                return other.at - self.at
+
+        return _Event()
+
+
+def test_a_way_is_timed_after_a_spin_so_its_host_launch_is_left_out():
+    gpu = _GpuLog()
+    calls = []
+    t = Tuned([Way("only", lambda args: calls.append(gpu.log.copy()))], n_inputs=1, dps=False, tolerance=TOL,
+              signature=replay._signature, cuda=gpu, preroll_us=50.0)  # fmt: skip
+    t._once(t.ways[0], (torch.zeros(1),), True)
+    # calibration at 1 cycle per ns (200000 cycles in 0.2 ms): a 50 µs pre-roll is 50000 cycles
+    assert calls[0][-2:] == ["spin 50000", "record"], calls  # the spin is queued before the window opens
+    t._once(t.ways[0], (torch.zeros(1),), True)
+    assert calls[1][-3:] == ["sync", "spin 50000", "record"] and calls[1].count("spin 20000000") == 1  # measured once

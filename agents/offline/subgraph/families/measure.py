@@ -10,6 +10,8 @@ Shipped inside subgraph candidates: torch only.
 
 from __future__ import annotations
 
+import functools
+import statistics
 from typing import Callable, Hashable, Mapping, MutableMapping
 
 import torch
@@ -43,21 +45,37 @@ def fastest(
     return memo[key]
 
 
-def cuda_time_ms(call: Callable[[], torch.Tensor], budget_ms: float = 5.0) -> float:
-    """The median of a few timed runs of ``call`` on the current stream, after one warm run."""
-    call()
+def cuda_time_ms(call: Callable[[], torch.Tensor], budget_ms: float = 5.0, preroll_us: float = 100.0) -> float:
+    """The median of a few timed runs of ``call`` on the current stream, after one warm run: the GPU's time.
+
+    Each run is timed between events after a spin kernel of about ``preroll_us``, so the host has queued the
+    call before the first event is passed: a family op runs inside the candidate's CUDA graph, where its host
+    launch cost is gone, and a Triton kernel's launch from Python (tens of µs) would otherwise decide the choice.
+    """
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    call()
-    end.record()
-    end.synchronize()
-    once = max(start.elapsed_time(end), 1e-3)
-    reps = max(3, min(25, int(budget_ms / once)))
-    seen = []
-    for _ in range(reps):
+
+    def once() -> float:
+        torch.cuda._sleep(cycles)
         start.record()
         call()
         end.record()
         end.synchronize()
-        seen.append(start.elapsed_time(end))
-    return sorted(seen)[len(seen) // 2]
+        return start.elapsed_time(end)
+
+    call()
+    cycles = _spin_cycles(torch.cuda.current_device(), preroll_us)
+    reps = max(3, min(25, int(budget_ms / max(once(), 1e-3))))
+    return statistics.median(once() for _ in range(reps))
+
+
+@functools.lru_cache(maxsize=None)
+def _spin_cycles(device: int, preroll_us: float) -> int:
+    """SM cycles for which ``torch.cuda._sleep`` spins about ``preroll_us`` once the GPU's clock is up."""
+    torch.cuda._sleep(20_000_000)  # ~10 ms of load: an idle GPU's clock comes up first
+    probe = 200_000
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(probe)
+    end.record()
+    end.synchronize()
+    return max(1, round(probe * preroll_us / max(start.elapsed_time(end) * 1e3, 1e-3)))
