@@ -91,7 +91,7 @@ class Tuned:
     report: Callable[[str], None] | None = None  # where each choice is told (default: the process's stderr)
     picks: dict[Any, int] = field(default_factory=dict)
     measured: dict[Any, dict[str, float | str]] = field(default_factory=dict)  # per signature: ms, or why not
-    _spin_cycles: int = 0  # the pre-roll's length in SM cycles, measured on the first timed call
+    _spin_cycles: int = field(default=0, init=False)  # the pre-roll in SM cycles, measured on the first timed call
 
     def __call__(self, args: tuple) -> Any:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
