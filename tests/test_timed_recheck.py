@@ -75,6 +75,35 @@ def run(x, y):
         y.copy_(x.sum(dim=-1))
 """
 
+# Right for the calls it expects to be checked, then hands the work to a thread started at import, which writes
+# the outputs a tenth of a second after the call returned.
+LATE_WRITER = """
+import queue
+import threading
+import time
+
+_jobs = queue.Queue()
+
+
+def _writer():
+    while True:
+        x, y = _jobs.get()
+        time.sleep(0.1)
+        y.copy_(x.sum(dim=-1))
+
+
+threading.Thread(target=_writer, daemon=True).start()
+_calls = [0]
+
+
+def run(x, y):
+    _calls[0] += 1
+    if _calls[0] <= 2:
+        y.copy_(x.sum(dim=-1))
+    else:
+        _jobs.put((x, y))
+"""
+
 
 def _config(tmp: Path, **kw):
     base = dict(iterations=30, min_iterations=30, warmup=1, correctness_rounds=2, check_every=1,
@@ -121,3 +150,12 @@ def test_honest_code_passes_with_every_timed_iteration_checked(tmp_path):
     ev = traces[0].evaluation
     assert ev.status is Status.PASSED, ev.log
     assert ev.correctness.timed_runs_checked == 5 and ev.correctness.rounds == 2
+
+
+def test_outputs_written_after_the_call_returned_are_a_reward_hack(tmp_path):
+    """The replay's outputs change while no call is in flight: only work left running past the call does that."""
+    traces = evaluate(load_problem(_problem(tmp_path, 1)), _solution(LATE_WRITER),
+                      _config(tmp_path, iterations=5, min_iterations=5))  # fmt: skip
+    ev = traces[0].evaluation
+    assert ev.status is Status.REWARD_HACK, ev.log
+    assert "changed after the call had returned" in ev.log
