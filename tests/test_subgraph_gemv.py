@@ -57,6 +57,15 @@ def test_a_scaled_addmm_is_not_a_linear():
     assert not _rewritten(scaled, (x, w, b))[1]
 
 
+def test_the_kernel_takes_every_call_the_matcher_hands_it_and_no_more_rows():
+    from agents.offline.subgraph.families.gemv.kernel import takes
+    from agents.offline.subgraph.families.gemv.op import MAX_M
+
+    w = torch.empty(64, 32, dtype=torch.bfloat16)
+    assert takes(torch.empty(MAX_M, 32, dtype=torch.bfloat16), w, None)
+    assert not takes(torch.empty(MAX_M + 1, 32, dtype=torch.bfloat16), w, None)
+
+
 def test_split_of_fills_the_gpu_with_whole_steps_and_no_empty_slice():
     from agents.offline.subgraph.families.gemv.kernel import split_of
 

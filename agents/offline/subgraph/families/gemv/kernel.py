@@ -23,6 +23,7 @@ from ..measure import DEFAULT, cuda_time_ms, fastest
 
 _TARGET_PROGRAMS = 264  # about two waves on a 132-SM H100/H200
 _MAX_SPLIT = 32
+_ROWS = 16  # BLOCK_M: every row of a in one tile (op.MAX_M, the matcher's bound, is the same number)
 _BLOCKS = ((32, 128, 4), (64, 64, 4), (16, 256, 4))  # (BLOCK_N, BLOCK_K, warps): each a contender
 _CHOSEN: dict = {}  # per call shape: the way its first call measured fastest
 
@@ -69,7 +70,7 @@ def _gemv_sum(part_ptr, bias_ptr, y_ptr, M, N, n_split, HAS_BIAS: tl.constexpr, 
 
 def takes(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> bool:
     """Whether ``gemv`` serves this call (shapes and dtypes only)."""
-    if a.dim() != 2 or w.dim() != 2 or a.shape[1] != w.shape[1] or a.shape[0] > 16:
+    if a.dim() != 2 or w.dim() != 2 or a.shape[1] != w.shape[1] or a.shape[0] > _ROWS:
         return False
     if a.dtype not in (torch.float16, torch.bfloat16) or w.dtype != a.dtype:
         return False
@@ -100,7 +101,7 @@ def gemv(a, w, bias, block_n=32, block_k=128, num_warps=4):
     direct = n_split == 1
     out = y if direct else torch.empty((n_split, m, n), dtype=torch.float32, device=a.device)
     bias_arg = bias if bias is not None else y
-    _gemv_slice[(n_blocks, n_split)](a, w, bias_arg, out, m, n, k, a.stride(0), w.stride(0), per, BLOCK_M=16,
+    _gemv_slice[(n_blocks, n_split)](a, w, bias_arg, out, m, n, k, a.stride(0), w.stride(0), per, BLOCK_M=_ROWS,
                                      BLOCK_N=block_n, BLOCK_K=block_k, DIRECT=direct, HAS_BIAS=bias is not None,
                                      num_warps=num_warps)  # fmt: skip
     if not direct:
