@@ -12,8 +12,9 @@ from .gated import FAMILY as GATED
 from .gemv import FAMILY as GEMV
 from .rmsnorm import FAMILY as RMSNORM
 from .rope import FAMILY as ROPE
+from .routing import FAMILY as ROUTING
 from .scaled_mm import FAMILY as SCALED_MM
 
-FAMILIES: tuple[Family, ...] = (RMSNORM, ROPE, ATTENTION, GATED, SCALED_MM, GEMV)
+FAMILIES: tuple[Family, ...] = (RMSNORM, ROPE, ATTENTION, GATED, ROUTING, SCALED_MM, GEMV)
 
 __all__ = ["FAMILIES", "Family"]

@@ -1,0 +1,71 @@
+"""Router top-k in one Triton kernel: a tile of rows per program, each row's experts held in registers.
+
+The row's max and sum of exponentials are its softmax; the k experts are then picked one at a time by their
+logits (the largest not yet taken; among equal logits the lowest index), which orders them as their
+probabilities do without the rounding of an approximate ``exp`` deciding near-ties, and each one's weight is
+``exp(logit - max) / sum``, as the softmax computes it. One read of the logits, one write of k weights and ids:
+the reference's softmax, top-k and renormalisation are three kernels and a probability tensor written and read.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_EXPERTS = 4096  # a row in registers
+MAX_K = 64  # picks unrolled in the kernel
+_TILE = 2048  # elements per program: rows = _TILE // experts (at least one)
+
+
+@triton.jit
+def _softmax_topk_rows(x_ptr, w_ptr, id_ptr, n_rows, n_cols, K: tl.constexpr, K_PAD: tl.constexpr,
+                       BLOCK: tl.constexpr, ROWS: tl.constexpr, RENORM: tl.constexpr):  # fmt: skip
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    row_ok = rows < n_rows
+    ok = row_ok[:, None] & (cols[None, :] < n_cols)
+    x = tl.load(x_ptr + rows[:, None] * n_cols + cols[None, :], mask=ok, other=float("-inf")).to(tl.float32)
+    m = tl.max(x, axis=1)
+    m = tl.where(row_ok, m, 0.0)
+    total = tl.sum(tl.where(ok, tl.exp(x - m[:, None]), 0.0), axis=1)
+    slots = tl.arange(0, K_PAD)
+    w = tl.zeros([ROWS, K_PAD], dtype=tl.float32)
+    ids = tl.zeros([ROWS, K_PAD], dtype=tl.int64)
+    free = ok
+    for j in tl.static_range(K):
+        v = tl.max(tl.where(free, x, float("-inf")), axis=1)
+        i = tl.min(tl.where(free & (x == v[:, None]), cols[None, :], BLOCK), axis=1)
+        here = slots[None, :] == j
+        w = tl.where(here, (tl.exp(v - m) / total)[:, None], w)
+        ids = tl.where(here, i.to(tl.int64)[:, None], ids)
+        free = free & (cols[None, :] != i[:, None])
+    if RENORM:
+        w = w / tl.sum(w, axis=1)[:, None]
+    out = rows[:, None] * K + slots[None, :]
+    keep = row_ok[:, None] & (slots[None, :] < K)
+    tl.store(w_ptr + out, w, mask=keep)
+    tl.store(id_ptr + out, ids, mask=keep)
+
+
+def takes(x: torch.Tensor, k: int) -> bool:
+    """Whether ``softmax_topk`` serves this call (shapes and dtypes only)."""
+    return (x.dim() >= 1 and 1 <= k <= min(MAX_K, x.shape[-1]) and x.shape[-1] <= MAX_EXPERTS
+            and x.dtype in (torch.float32, torch.float16, torch.bfloat16))  # fmt: skip
+
+
+def softmax_topk(x: torch.Tensor, k: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    x = x.contiguous()
+    n_cols = x.shape[-1]
+    n_rows = x.numel() // max(n_cols, 1)
+    shape = (*x.shape[:-1], k)
+    w = torch.empty(shape, dtype=torch.float32, device=x.device)
+    ids = torch.empty(shape, dtype=torch.int64, device=x.device)
+    if n_rows == 0:
+        return w, ids
+    block = triton.next_power_of_2(n_cols)
+    rows = max(1, _TILE // block)
+    _softmax_topk_rows[(triton.cdiv(n_rows, rows),)](x, w, ids, n_rows, n_cols, K=k, K_PAD=triton.next_power_of_2(k),
+                                                     BLOCK=block, ROWS=rows, RENORM=bool(renormalize),
+                                                     num_warps=4 if block * rows <= 2048 else 8)  # fmt: skip
+    return w, ids
