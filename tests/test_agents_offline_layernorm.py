@@ -87,12 +87,14 @@ def test_cuda_source_per_binding():
     kernel = files["kernel.cu"]
     assert includes(kernel) <= LIGHT_HEADERS
     assert "void run(at::Tensor x, at::Tensor weight, at::Tensor bias, double eps, at::Tensor y) {" in kernel
-    assert "layernorm_rows<scalar_t, VEC, 1, true, true><<<rows, 128, 0, stream>>>" in kernel
+    assert "layernorm_rows<scalar_t, VEC, 1, true, true><<<rows, threads, 0, stream>>>" in kernel
+    assert "int threads = 128;" in kernel
     assert "layernorm_rows<scalar_t, 1, 32, true, true>" in kernel and "(float)eps)" in kernel
     noaff = load_problem(L1 / "layernorm_noaffine_fwd_h1152_eps6_tok256_bf16")
     ((_, nb),) = bindings(noaff)
     src = build_solution(noaff, "layernorm", r, nb, {"threads": 256}).sources[0].content
-    assert "layernorm_rows<scalar_t, VEC, 2, false, false><<<rows, 256, 0, stream>>>" in src
+    assert "layernorm_rows<scalar_t, VEC, 2, false, false><<<rows, threads, 0, stream>>>" in src
+    assert "int threads = 256;" in src
     literal = Binding({"x": "x"}, {"eps": 1e-05})
     assert "(float)1e-05)" in build_solution(noaff, "layernorm", r, literal, {"threads": 256}).sources[0].content
 

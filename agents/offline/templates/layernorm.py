@@ -110,7 +110,7 @@ def render_layernorm_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) ->
     flags = f"{'true' if w else 'false'}, {'true' if bias else 'false'}"
 
     def launch(vec: str, chunks: int) -> str:
-        return (f"layernorm_rows<scalar_t, {vec}, {chunks}, {flags}><<<rows, {t}, 0, stream>>>"
+        return (f"layernorm_rows<scalar_t, {vec}, {chunks}, {flags}><<<rows, threads, 0, stream>>>"
                 f"(xp, wp, bp, yp, n_cols, (float){eps_expr(b)})")  # fmt: skip
 
     def ptr(name: str | None) -> str:
@@ -131,8 +131,12 @@ def render_layernorm_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) ->
     const scalar_t* bp = {ptr(bias)};
     scalar_t* yp = reinterpret_cast<scalar_t*>({y}.data_ptr());
     const bool vec = n_cols % VEC == 0 && ln_aligned16(xp) && ln_aligned16(wp) && ln_aligned16(bp) && ln_aligned16(yp);
-    const int chunks = (n_cols / VEC + {t} - 1) / {t};
-    const int per_thread = (n_cols + {t} - 1) / {t};
+    // {t} threads, more (up to 1024) where the row would need more than 4 chunks (vector) or elements per thread
+    int threads = {t};
+    while (threads < 1024 && (vec ? (n_cols / VEC + threads - 1) / threads : (n_cols + threads - 1) / threads) > 4)
+      threads *= 2;
+    const int chunks = (n_cols / VEC + threads - 1) / threads;
+    const int per_thread = (n_cols + threads - 1) / threads;
     if (vec && chunks <= 1) {launch("VEC", 1)};
     else if (vec && chunks <= 2) {launch("VEC", 2)};
     else if (vec && chunks <= 4) {launch("VEC", 4)};

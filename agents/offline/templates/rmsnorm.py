@@ -121,7 +121,6 @@ def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
   const long long rows = {x}.numel() / n_cols;
   if (rows == 0) return;
   auto stream = c10::cuda::getCurrentCUDAStream();
-  const int per_thread = (n_cols + {threads} - 1) / {threads};
   DISPATCH_FLOAT({x}.scalar_type(), scalar_t, {{
     const scalar_t* xp = reinterpret_cast<const scalar_t*>({x}.data_ptr());
     scalar_t* yp = reinterpret_cast<scalar_t*>({y}.data_ptr());
@@ -129,17 +128,24 @@ def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     const int vec_e = 16 / (int)sizeof(scalar_t);
     const bool vec = n_cols % vec_e == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(yp) % 16 == 0 && (wp == nullptr || reinterpret_cast<uintptr_t>(wp) % 16 == 0);
-    const int vpt = (n_cols / vec_e + {threads} - 1) / {threads};
+    // {threads} threads, more where the row would need over 8 vectors or elements per thread (up to the kernels'
+    // launch bounds: 512 for rmsnorm_vec, 1024 for rmsnorm_rows)
+    int threads = {threads};
+    while (threads < (vec ? 512 : 1024) &&
+           (vec ? (n_cols / vec_e + threads - 1) / threads : (n_cols + threads - 1) / threads) > 8)
+      threads *= 2;
+    const int per_thread = (n_cols + threads - 1) / threads;
+    const int vpt = (n_cols / vec_e + threads - 1) / threads;
     if (vec && vpt <= 8) {{
-      if (vpt <= 1) rmsnorm_vec<scalar_t, 1, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
-      else if (vpt <= 2) rmsnorm_vec<scalar_t, 2, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
-      else if (vpt <= 4) rmsnorm_vec<scalar_t, 4, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
-      else rmsnorm_vec<scalar_t, 8, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
+      if (vpt <= 1) rmsnorm_vec<scalar_t, 1, {has_w}, {cbw}><<<rows, threads, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
+      else if (vpt <= 2) rmsnorm_vec<scalar_t, 2, {has_w}, {cbw}><<<rows, threads, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
+      else if (vpt <= 4) rmsnorm_vec<scalar_t, 4, {has_w}, {cbw}><<<rows, threads, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
+      else rmsnorm_vec<scalar_t, 8, {has_w}, {cbw}><<<rows, threads, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
     }} else if (per_thread > 32) {{
       TORCH_CHECK(false, "row too long for this template: ", n_cols);
-    }} else if (per_thread <= 4) rmsnorm_rows<scalar_t, 4, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
-    else if (per_thread <= 8) rmsnorm_rows<scalar_t, 8, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
-    else rmsnorm_rows<scalar_t, 32, {has_w}, {cbw}><<<rows, {threads}, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
+    }} else if (per_thread <= 4) rmsnorm_rows<scalar_t, 4, {has_w}, {cbw}><<<rows, threads, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
+    else if (per_thread <= 8) rmsnorm_rows<scalar_t, 8, {has_w}, {cbw}><<<rows, threads, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
+    else rmsnorm_rows<scalar_t, 32, {has_w}, {cbw}><<<rows, threads, 0, stream>>>(xp, wp, yp, n_cols, (float){eps_expr(b)}, {_offset(b)!r}f);
   }});
   C10_CUDA_KERNEL_LAUNCH_CHECK();"""
     return cuda_module(problem, _CUDA_VEC_KERNEL + _CUDA_KERNEL, body)
