@@ -292,10 +292,21 @@ def dealt_by_kind(roots: list[Path]) -> list[Path]:
     return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
 
 
+def _recorded(work: Path, steps: list[str]) -> set[str]:
+    """The problems every one of ``steps`` has a record of in ``work`` already."""
+    names = []
+    for step in steps:
+        f = work / f"{step}.jsonl"
+        lines = f.read_text().splitlines() if f.exists() else []
+        names.append({json.loads(x)["problem"] for x in lines if x.strip()})
+    return set.intersection(*names) if names else set()
+
+
 def run_batches(args, steps: list[str]) -> tuple[dict[str, str], list[str]]:
     """The steps ``args.batch`` problems at a time; no batch starts once the batches so far, at their mean pace,
     would end past ``args.deadline`` seconds. Failures by batch and step, and the names of the problems skipped."""
-    order = dealt_by_kind(args.problems)
+    done = _recorded(args.work, steps)
+    order = [d for d in dealt_by_kind(args.problems) if d.name not in done]  # resumed: no process for what is done
     batches = [order[i : i + args.batch] for i in range(0, len(order), args.batch)]
     start, failures, skipped = time.monotonic(), {}, []
     for i, batch in enumerate(batches):

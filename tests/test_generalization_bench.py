@@ -128,6 +128,8 @@ def test_batches_spread_the_kinds_and_a_deadline_leaves_the_rest_skipped_not_cra
         with (work_ / "agents.jsonl").open("a") as f:
             f.writelines(json.dumps({"problem": d.name, "best": "k", "passed": 1, "tried": 1, "vs_tb": 1.5}) + "\n"
                          for d in batch)  # fmt: skip
+        with (work_ / "tb.jsonl").open("a") as f:
+            f.writelines(json.dumps({"problem": d.name, "t_b_ms": 1.0}) + "\n" for d in batch)
         now[0] += 40.0  # each batch takes 40 s
         return {"agents": "exit 1"} if batch[0].name == "r1" else {}
 
@@ -148,5 +150,6 @@ def test_batches_spread_the_kinds_and_a_deadline_leaves_the_rest_skipped_not_cra
     now[0], ran[:] = 0.0, []
     monkeypatch.setattr(sys, "argv", [*argv[:-2], "--deadline", "0", "-o", str(out)])
     assert gen.main() == 0
+    assert ran == [["r2", "a3"]]  # what both steps recorded starts no process again
     h = json.loads((work / "headline.json").read_text())
     assert h["problems"] == 6 and h["skipped"] == 0
