@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 from agents.base import AttemptFeedback, WorkloadFeedback  # noqa: E402
 from agents.offline.agent import OfflineAgent  # noqa: E402
 from sol_bench.errors import JudgeError  # noqa: E402
-from sol_bench.judge import JudgeConfig, evaluate  # noqa: E402
+from sol_bench.judge import TOLD_PREFIX, JudgeConfig, evaluate  # noqa: E402
 from sol_bench.models import Solution  # noqa: E402
 from sol_bench.problem import WORKLOAD_PICKS, Problem, find_problems, load_problem  # noqa: E402
 from sol_bench.score import sol_score  # noqa: E402
@@ -53,6 +53,7 @@ class Result:
     seconds: float = 0.0  # the judge's wall time for this candidate
     host_bound: dict[str, float] = field(default_factory=dict)  # workload uuid -> share of host-bound timed calls
     t_sol: dict[str, float] = field(default_factory=dict)  # workload uuid -> T_SOL ms
+    told: list[str] = field(default_factory=list)  # the candidate's own lines on what it chose (``TOLD_PREFIX``)
 
     @property
     def passed(self) -> bool:
@@ -81,6 +82,7 @@ def judge(problem: Problem, solution_json: str, config: JudgeConfig, baselines: 
     for trace in traces:
         ev = trace["evaluation"]
         res.statuses.append(ev["status"])
+        res.told += [x for x in (ev.get("log") or "").splitlines() if x.startswith(TOLD_PREFIX)]
         if ev["status"] != "PASSED":
             res.reasons.append(f'{ev["status"]}: {(ev.get("reason") or ev.get("log") or "")[-300:]}')
         perf = ev.get("performance") or {}
@@ -296,7 +298,8 @@ def run_problem(problem: Problem, whole: Problem, args: argparse.Namespace, conf
             "tried": len(results), "speedup": geomean(best.speedups), "vs_tb": geomean(best.vs_tb),
             "sol_score": sol, "latencies_ms": best.latencies,
             "tried_ms": {r.name.removeprefix(problem.name + "__"): r.latencies for r in results}, "statuses": statuses,
-            "host_bound": best.host_bound, **({"runs_ms": runs_ms} if runs_ms else {}), **notes}  # fmt: skip
+            "host_bound": best.host_bound, **({"runs_ms": runs_ms} if runs_ms else {}),
+            "told": {r.name.removeprefix(problem.name + "__"): r.told for r in results if r.told}, **notes}  # fmt: skip
 
 
 def main() -> int:

@@ -167,6 +167,7 @@ class _WorkerSlot:
     spawned: Worker | None = None  # started, not yet ready
     starts: int = 0
     peers: list["_WorkerSlot"] = field(default_factory=list)  # other workers of this evaluation, spared at drop
+    told: set[str] = field(default_factory=set)  # the candidate's "solforge ..." lines already put in a trace
 
     def spawn(self) -> None:
         if self.worker is None and self.spawned is None:
@@ -373,6 +374,19 @@ def _judge_workload(ctx: _Context, w: Workload, worker: Worker, reference: _Work
 
 # ------------------------------------------------------------------------------------------- driver
 
+TOLD_PREFIX = "solforge "  # lines a candidate prints to say what it chose (the offline agent's candidates do)
+
+
+def _told(slot: _WorkerSlot, limit: int = 20) -> str:
+    """The candidate's output lines starting with ``TOLD_PREFIX`` not yet put in a trace (its own account of a
+    choice, e.g. which way the tuned reference kept for this signature): untrusted text, shown, never read."""
+    if slot.worker is None:
+        return ""
+    lines = [x[:300] for x in slot.worker.log_tail(64000).splitlines() if x.startswith(TOLD_PREFIX)]
+    new = [x for x in dict.fromkeys(lines) if x not in slot.told][:limit]
+    slot.told.update(new)
+    return "\n".join(new)
+
 
 def _trace(ctx: _Context, w: Workload, status: Status, text: str = "", reason: str | None = None, **kw) -> Trace:
     ev = Evaluation(
@@ -501,6 +515,7 @@ def evaluate(
                 correctness, performance, t_sol, hw, note = _judge_workload(ctx, w, candidate.get(), reference)
                 if _snapshot(problem.path) != before:
                     raise RewardHack("the problem directory changed while the candidate ran")
+                note = "\n".join(x for x in (note, _told(candidate)) if x)
                 emit(_trace(ctx, w, Status.PASSED, note, None, correctness=correctness, performance=performance,
                             t_sol_ms=t_sol, sol_hardware=hw))  # fmt: skip
             except CandidateFailure as e:

@@ -130,3 +130,18 @@ def test_the_op_on_a_gpu_agrees_with_torch(t, e, k, renorm):
     w0, ids0 = _softmax_topk(x, k, renorm)
     torch.testing.assert_close(w, w0, rtol=1e-5, atol=1e-6)
     assert float((ids == ids0).float().mean()) > 0.9999  # a float32 tie (equal logits) may order two experts
+
+
+def test_the_subgraph_runner_tells_what_it_replaced_per_signature(capsys):
+    from agents.offline import replay
+    from agents.offline.subgraph.runtime import Runner
+
+    runner = Runner(_route, 2, replay._into, replay._graphed, replay._signature)
+    x = torch.randn(37, 64)
+    w, ids = torch.empty(37, 6), torch.empty(37, 6, dtype=torch.int64)
+    runner(x, w, ids)
+    runner(x, w, ids)  # the same signature: told once
+    want_w, want_ids = _route(x)
+    assert torch.equal(w, want_w) and torch.equal(ids, want_ids)
+    told = [x for x in capsys.readouterr().err.splitlines() if x.startswith("solforge ")]
+    assert told == ["solforge subgraph [(37, 64)]: replaced softmax_topk(logits_1; k=6, renormalize=True)"]

@@ -14,6 +14,7 @@ Shipped inside subgraph candidates: torch only.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -52,5 +53,15 @@ class Runner:
             target = gm
         except NotCapturable as e:
             self.replaced[sig] = str(e)
+        self._tell(tensors, self.replaced[sig])
         body = self.into(target, self.n_outputs)
         return torch.compile(body, dynamic=False) if device.type == "cuda" else body
+
+    @staticmethod
+    def _tell(tensors: list[torch.Tensor], replaced: list[Replaced] | str) -> None:
+        # One line per signature in the candidate's output (the judge puts it in the trace): what ran there.
+        if isinstance(replaced, str):
+            what = f"nothing (not captured: {replaced})"
+        else:
+            what = "; ".join(r.description for r in replaced) or "nothing (no region reproduced here)"
+        print(f"solforge subgraph {[tuple(t.shape) for t in tensors]}: replaced {what}", file=sys.stderr, flush=True)
