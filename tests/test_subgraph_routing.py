@@ -79,7 +79,9 @@ CASES = {  # rows, experts, k, renormalize, dtype
     "renormalised_3d": ((3, 5), 64, 6, True, torch.float32),
     "half_logits_one_pick": (70, 8, 1, True, torch.float16),
     "wide_row": (3, 3000, 2, False, torch.float32),
+    "small_tile_one_warp": (37, 60, 8, True, torch.float32),
 }
+TILES = {"small_tile_one_warp": (128, 1)}
 out = {}
 g = torch.Generator().manual_seed(3)
 for name in json.loads(sys.argv[2]):
@@ -91,7 +93,7 @@ for name in json.loads(sys.argv[2]):
     rows, e, k, renorm, dt = CASES[name]
     rows = rows if isinstance(rows, tuple) else (rows,)
     x = (torch.randn(*rows, e, generator=g) * 3).to(dt)
-    w, i = softmax_topk(x, k, renorm)
+    w, i = softmax_topk(x, k, renorm, *TILES.get(name, (2048, 4)))
     w0, i0 = _softmax_topk(x, k, renorm)
     out[name] = [float((w - w0).abs().max()), bool(torch.equal(i, i0)), list(w.shape) == list(w0.shape)]
 print("RESULT", json.dumps(out))
@@ -101,7 +103,8 @@ print("RESULT", json.dumps(out))
 @pytest.mark.slow
 def test_the_kernel_matches_the_op_in_the_interpreter_and_breaks_ties_to_the_lowest_index():
     pytest.importorskip("triton")
-    names = ["rows_not_a_tile_multiple", "renormalised_3d", "half_logits_one_pick", "wide_row", "ties"]
+    names = ["rows_not_a_tile_multiple", "renormalised_3d", "half_logits_one_pick", "wide_row", "small_tile_one_warp",
+             "ties"]
     got = run_interpreted(_INTERPRET_SCRIPT, names, timeout_s=300)
     for name in names[:-1]:
         err, same_ids, same_shape = got[name]
@@ -126,10 +129,14 @@ def test_the_op_on_a_gpu_agrees_with_torch(t, e, k, renorm):
     from agents.offline.subgraph.families.routing.op import SOFTMAX_TOPK, _softmax_topk
 
     x = torch.randn(t, e, device="cuda", generator=torch.Generator(device="cuda").manual_seed(0)) * 2
-    w, ids = SOFTMAX_TOPK(x, k=k, renormalize=renorm)
+    from agents.offline.subgraph.families.routing import kernel
+
     w0, ids0 = _softmax_topk(x, k, renorm)
-    torch.testing.assert_close(w, w0, rtol=1e-5, atol=1e-6)
-    assert float((ids == ids0).float().mean()) > 0.9999  # a float32 tie (equal logits) may order two experts
+    got = [SOFTMAX_TOPK(x, k=k, renormalize=renorm)]  # the way its first call kept
+    got += [kernel.softmax_topk(x, k, renorm, tile, warps) for tile, warps in kernel._TILES]  # every contender
+    for w, ids in got:
+        torch.testing.assert_close(w, w0, rtol=1e-5, atol=1e-6)
+        assert float((ids == ids0).float().mean()) > 0.9999  # a float32 tie (equal logits) may order two experts
 
 
 def test_the_subgraph_runner_tells_what_it_replaced_per_signature(capsys):
@@ -145,3 +152,13 @@ def test_the_subgraph_runner_tells_what_it_replaced_per_signature(capsys):
     assert torch.equal(w, want_w) and torch.equal(ids, want_ids)
     told = [x for x in capsys.readouterr().err.splitlines() if x.startswith("solforge ")]
     assert told == ["solforge subgraph [(37, 64)]: replaced softmax_topk(logits_1; k=6, renormalize=True)"]
+
+
+def test_a_way_agrees_with_the_default_only_with_equal_indices_and_close_values():
+    from agents.offline.subgraph.families.measure import agrees
+
+    w, ids = torch.tensor([[0.5, 0.25]]), torch.tensor([[40, 7]])
+    assert agrees((w + 1e-3, ids.clone()), (w, ids))
+    assert not agrees((w, torch.tensor([[41, 7]])), (w, ids))  # within 2% of 40, but another expert
+    assert not agrees((w + 0.1, ids), (w, ids)) and not agrees((w,), (w, ids)) and not agrees(w[:, :1], w)
+    assert agrees(w.half(), w)  # a single tensor, another float dtype

@@ -1,21 +1,28 @@
 """Router top-k in one Triton kernel: a tile of rows per program, each row's experts held in registers.
 
-The row's max and sum of exponentials are its softmax; the k experts are then picked one at a time by their
-logits (the largest not yet taken; among equal logits the lowest index), which orders them as their
-probabilities do without the rounding of an approximate ``exp`` deciding near-ties, and each one's weight is
-``exp(logit - max) / sum``, as the softmax computes it. One read of the logits, one write of k weights and ids:
-the reference's softmax, top-k and renormalisation are three kernels and a probability tensor written and read.
+On CUDA each call shape runs the fastest that agrees with torch's softmax and top-k (the default) of it and the
+kernel at a few tile sizes, measured on the shape's first call (``measure.fastest``). The row's max and sum of
+exponentials are its softmax; the k experts are then picked one at a time by their logits (the largest not yet
+taken; among equal logits the lowest index), which orders them as their probabilities do without the rounding of an
+approximate ``exp`` deciding near-ties, and each one's weight is ``exp(logit - max) / sum``, as the softmax
+computes it. One read of the logits, one write of k weights and ids: the reference's softmax, top-k and
+renormalisation are three kernels and a probability tensor written and read.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 import triton
 import triton.language as tl
 
+from ..measure import DEFAULT, cuda_time_ms, fastest
+
 MAX_EXPERTS = 4096  # a row in registers
 MAX_K = 64  # picks unrolled in the kernel
-_TILE = 2048  # elements per program: rows = _TILE // experts (at least one)
+_TILES = ((2048, 4), (512, 4), (128, 1))  # (elements per program: rows = elements // experts, at least one; warps)
+_CHOSEN: dict = {}  # per call shape: the way its first call measured fastest
 
 
 @triton.jit
@@ -54,7 +61,24 @@ def takes(x: torch.Tensor, k: int) -> bool:
             and x.dtype in (torch.float32, torch.float16, torch.bfloat16))  # fmt: skip
 
 
-def softmax_topk(x: torch.Tensor, k: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def fastest_softmax_topk(x: torch.Tensor, k: int, renormalize: bool,
+                         default: Callable[[], tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The call run the fastest way agreeing with ``default`` (torch's softmax and top-k; the indices equal) of it and
+    the kernel at each tile, measured on the call shape's first call outside a CUDA-graph capture."""
+    if not x.is_cuda or not takes(x, k):
+        return default()
+    ways: dict[str, Callable[[], tuple[torch.Tensor, torch.Tensor]]] = {DEFAULT: default}
+    for tile, warps in _TILES:
+        ways[f"triton_{tile}x{warps}"] = lambda tile=tile, warps=warps: softmax_topk(x, k, renormalize, tile, warps)
+    key = (tuple(x.shape), x.stride(), x.dtype, k, renormalize, x.device)
+    way = _CHOSEN.get(key, DEFAULT)
+    if key not in _CHOSEN and not torch.cuda.is_current_stream_capturing():
+        way = fastest(key, ways, cuda_time_ms, _CHOSEN)
+    return ways[way]()
+
+
+def softmax_topk(x: torch.Tensor, k: int, renormalize: bool, tile: int = 2048,
+                 num_warps: int = 4) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     x = x.contiguous()
     n_cols = x.shape[-1]
     n_rows = x.numel() // max(n_cols, 1)
@@ -64,8 +88,8 @@ def softmax_topk(x: torch.Tensor, k: int, renormalize: bool) -> tuple[torch.Tens
     if n_rows == 0:
         return w, ids
     block = triton.next_power_of_2(n_cols)
-    rows = max(1, _TILE // block)
+    rows = triton.next_power_of_2(max(1, tile // block))
     _softmax_topk_rows[(triton.cdiv(n_rows, rows),)](x, w, ids, n_rows, n_cols, K=k, K_PAD=triton.next_power_of_2(k),
                                                      BLOCK=block, ROWS=rows, RENORM=bool(renormalize),
-                                                     num_warps=4 if block * rows <= 2048 else 8)  # fmt: skip
+                                                     num_warps=num_warps)  # fmt: skip
     return w, ids

@@ -26,9 +26,9 @@ def _softmax_topk_fake(x, k, renormalize):
 
 
 def _softmax_topk_cuda(x, k, renormalize):
-    from .kernel import softmax_topk, takes
+    from .kernel import fastest_softmax_topk
 
-    return softmax_topk(x, k, renormalize) if takes(x, k) else _softmax_topk(x, k, renormalize)
+    return fastest_softmax_topk(x, k, renormalize, lambda: _softmax_topk(x, k, renormalize))
 
 
 SOFTMAX_TOPK = define("softmax_topk", _softmax_topk, _softmax_topk_fake, _softmax_topk_cuda)
