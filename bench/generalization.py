@@ -34,7 +34,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +63,7 @@ class ProblemRow:
     reward_hacks: int
     crashed: str | None
     skipped: bool = False
+    told: str = ""  # what the candidates said they chose per signature (``told_summary``)
 
     @property
     def has_real_candidate(self) -> bool:
@@ -112,8 +113,26 @@ def rows(
         statuses = r.get("statuses", {})
         hacks = sum("REWARD_HACK" in s for s in statuses.values())
         out.append(ProblemRow(name, kind, r.get("best"), r.get("passed", 0), r.get("tried", 0), r.get("vs_tb"),
-                              r.get("sol_score"), hacks, r.get("error")))  # fmt: skip
+                              r.get("sol_score"), hacks, r.get("error"),
+                              told=told_summary(r.get("told", {}))))  # fmt: skip
     return out
+
+
+def told_summary(told: dict[str, list[str]]) -> str:
+    """The candidates' own lines (``solforge tuned ...: keeps WAY; ...``, ``solforge subgraph ...: replaced ...``),
+    counted: which way the tuned reference kept over the signatures, and at how many the subgraph candidate
+    replaced nothing."""
+    parts = []
+    for name, lines in sorted(told.items()):
+        kept = Counter(x.split(": keeps ", 1)[1].split(";", 1)[0] for x in lines if ": keeps " in x)
+        if kept:
+            parts.append(f"{name} kept " + ", ".join(f"{way} x{n}" for way, n in kept.items()))
+        replaced = [x.split(": replaced ", 1)[1] for x in lines if ": replaced " in x]
+        if replaced:
+            none = sum(r.startswith("nothing") for r in replaced)
+            parts.append(f"{name} replaced nothing at {none} of {len(replaced)}" if none else
+                         f"{name} replaced regions at all {len(replaced)}")  # fmt: skip
+    return "; ".join(parts)
 
 
 SUBGRAPH_PREFIX = "subgraph_"  # the subgraph candidate's name: subgraph_<family>_<family>...
@@ -208,7 +227,7 @@ def render(rs: list[ProblemRow], title: str) -> str:
               "|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rs:
         hacks = f"{r.reward_hacks} REWARD_HACK" if r.reward_hacks else ""
-        note = r.crashed or ("skipped: deadline" if r.skipped else hacks)
+        note = r.crashed or ("skipped: deadline" if r.skipped else "; ".join(x for x in (hacks, r.told) if x))
         lines.append(f"| {r.name} | {r.kind} | {r.best or '– (none passed)'} | {r.passed}/{r.tried} "
                      f"| {fmt(r.vs_tb, suffix='x')} | {fmt(r.sol)} | {note} |")  # fmt: skip
     return "\n".join(lines) + "\n"

@@ -113,6 +113,23 @@ def test_summary_says_per_subgraph_family_where_it_was_tried_passed_won_and_its_
     assert "| rmsnorm | 2 | 2 | 1 | 1.22x |" in gen.render_families(list(rows.values()))
 
 
+def test_the_note_counts_what_the_candidates_said_they_ran(monkeypatch) -> None:
+    gen = _module(monkeypatch)
+    told = {
+        "ref_tuned": ["solforge tuned [(1, 60)]: keeps graph_of_families; graph_of_eager 0.0125 ms",
+                      "solforge tuned [(617, 60)]: keeps graph_of_eager; graph_of_families 0.03 ms",
+                      "solforge tuned [(16384, 60)]: keeps graph_of_eager; graph_of_families: RuntimeError: x"],
+        "subgraph_routing": ["solforge subgraph [(1, 60)]: replaced softmax_topk(x; k=8, renormalize=False)",
+                             "solforge subgraph [(617, 60)]: replaced nothing (no region reproduced here)",
+                             "solforge subgraph [(16384, 60)]: replaced nothing (no region reproduced here)"],
+    }  # fmt: skip
+    assert gen.told_summary(told) == ("ref_tuned kept graph_of_families x1, graph_of_eager x2; "
+                                      "subgraph_routing replaced nothing at 2 of 3")  # fmt: skip
+    rec = {"problem": "p", "best": "ref_tuned", "passed": 2, "tried": 2, "vs_tb": 1.1, "told": told}
+    [row] = gen.rows({"p": "routing"}, [rec], None)
+    assert "replaced nothing at 2 of 3" in gen.render([row], "t") and gen.told_summary({}) == ""
+
+
 def test_batches_spread_the_kinds_and_a_deadline_leaves_the_rest_skipped_not_crashed(tmp_path: Path, monkeypatch) -> None:
     problems, work = tmp_path / "problems", tmp_path / "work"
     for name, kind in [("a1", "attention"), ("a2", "attention"), ("a3", "attention"), ("m1", "moe"), ("r1", "rmsnorm"),
