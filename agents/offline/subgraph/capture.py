@@ -4,7 +4,8 @@
 nothing. Non-tensor arguments are specialised into the graph (a scalar ``eps`` becomes a literal), which is
 why a graph belongs to one input signature. References with data-dependent ops (``nonzero``, boolean indexing,
 ``.item()``) do not trace to such a graph: ``capture`` raises ``NotCapturable`` and the caller runs the
-reference as it is.
+reference as it is. Calls whose fake-tensor rule refuses what the real op takes are traced as stand-ins
+(``stand_ins.py``).
 
 Shipped inside subgraph candidates: torch only.
 """
@@ -16,6 +17,8 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from .stand_ins import STAND_INS
+
 
 class NotCapturable(Exception):
     """The reference did not trace to an FX graph with fake tensors."""
@@ -25,7 +28,7 @@ def capture(fn: Callable[..., Any], args: Sequence[Any]) -> torch.fx.GraphModule
     """``fn`` traced on ``args`` (real tensors of any size: only their metadata is read)."""
     try:
         with torch.no_grad():
-            gm = make_fx(fn, tracing_mode="fake")(*args)
+            gm = make_fx(fn, tracing_mode="fake", decomposition_table=STAND_INS)(*args)
     except Exception as e:  # noqa: BLE001 - any tracing failure means: no graph, run the reference as is
         raise NotCapturable(f"{type(e).__name__}: {str(e).strip()[:300]}") from e
     for node in gm.graph.nodes:
