@@ -1,14 +1,17 @@
 """Capture through ops whose fake-tensor rule refuses what the real op takes: ``torch._grouped_mm`` outside
 bfloat16 (a MoE layer's grouped GEMMs in float16 or float32) traces as a stand-in op computing the same, so the
-families are found around it; in bfloat16 it stays the aten op."""
+families are found around it; in bfloat16 it stays the aten op. The stand-in's sync-free grouped GEMM matches
+torch's in Triton's interpreter and compiles for sm_90."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from agents.offline.subgraph.capture import capture
 from agents.offline.subgraph.region import target_name
 from agents.offline.subgraph.rewrite import rewrite
+from tests.triton_interp import compile_sm90, run_interpreted
 
 TOP_K, EXPERTS = 2, 4
 
@@ -51,3 +54,65 @@ def test_a_half_precision_moe_layer_traces_and_its_router_and_activation_are_fou
 def test_bfloat16_keeps_the_aten_grouped_mm():
     ops = [target_name(n) for n in capture(_moe, _inputs(torch.bfloat16)).graph.nodes]
     assert ops.count("_grouped_mm") == 3 and "grouped_mm" not in ops
+
+
+_INTERPRET_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from agents.offline.subgraph.grouped_mm_kernel import grouped_mm
+
+CASES = {  # dtype, (rows, k, n, groups), tile (BLOCK_M, BLOCK_N, BLOCK_K, warps)
+    "fp16_ragged_groups": (torch.float16, (37, 48, 40, 5), (16, 32, 16, 4)),
+    "fp32_full_precision": (torch.float32, (20, 24, 24, 3), (16, 16, 16, 4)),
+    "tile_taller_than_the_rows": (torch.float16, (9, 32, 16, 4), (64, 16, 32, 4)),
+}
+out = {}
+g = torch.Generator().manual_seed(0)
+for name in json.loads(sys.argv[2]):
+    dt, (m, k, n, groups), tile = CASES[name]
+    a = torch.randn(m, k, generator=g).to(dt)
+    b = torch.randn(groups, n, k, generator=g).to(dt).transpose(-2, -1)  # stacked [N, K] weights read transposed
+    offs = torch.tensor(sorted(torch.randint(0, m + 1, (groups - 1,), generator=g).tolist()) + [m], dtype=torch.int32)
+    offs[1] = offs[0]  # an empty group
+    want = torch._grouped_mm(a, b, offs=offs)
+    out[name] = float((grouped_mm(a, b, offs, *tile).float() - want.float()).abs().max())
+print("RESULT", json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_the_sync_free_grouped_mm_matches_torch_in_the_interpreter():
+    pytest.importorskip("triton")
+    names = ["fp16_ragged_groups", "fp32_full_precision", "tile_taller_than_the_rows"]
+    got = run_interpreted(_INTERPRET_SCRIPT, names, timeout_s=300)
+    for name in names:
+        assert got[name] < 1e-5, (name, got[name])
+
+
+@pytest.mark.parametrize("ab,block", [("fp16", (64, 64, 32)), ("fp32", (16, 64, 64)), ("fp16", (128, 128, 32))])
+def test_the_grouped_mm_kernel_compiles_for_sm90(ab, block):
+    pytest.importorskip("triton")
+    from agents.offline.subgraph import grouped_mm_kernel as kernel
+
+    types = {"a_ptr": f"*{ab}", "b_ptr": f"*{ab}", "offs_ptr": "*i64", "first_ptr": "*i32", "y_ptr": f"*{ab}"}
+    bm, bn, bk = block
+    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, BLOCK_G=16, IEEE=ab == "fp32")
+    assert compile_sm90(kernel._grouped_mm_tiles, types, consts).asm["cubin"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_the_stand_in_on_a_gpu_agrees_with_torch_whichever_way_it_keeps(dtype):
+    from agents.offline.subgraph import grouped_mm_kernel as kernel
+    from agents.offline.subgraph.stand_ins import GROUPED_MM
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(300, 512, device="cuda", generator=g).to(dtype)
+    b = (torch.randn(8, 1024, 512, device="cuda", generator=g) * 0.05).to(dtype).transpose(-2, -1)
+    offs = torch.tensor([10, 10, 90, 150, 151, 200, 290, 300], device="cuda", dtype=torch.int32)
+    want = torch._grouped_mm(a, b, offs=offs)
+    for bm, bn, bk, warps in kernel._TILES:
+        torch.testing.assert_close(kernel.grouped_mm(a, b, offs, bm, bn, bk, warps), want, atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(GROUPED_MM(a, b, offs), want, atol=2e-2, rtol=2e-2)

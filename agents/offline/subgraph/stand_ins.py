@@ -4,7 +4,9 @@
 fallback, but its meta rule accepts bfloat16 only, so a reference calling it in another dtype neither traces
 nor compiles (Inductor propagates shapes with the same rule). During capture such a call becomes
 ``sf_subgraph.grouped_mm``: the same computation (it calls ``torch._grouped_mm``), with a shape rule of its own;
-the rest of the reference then traces, the families are found in it, and Inductor compiles around the call.
+the rest of the reference then traces, the families are found in it, and Inductor compiles around the call. On
+CUDA the call runs the fastest of torch's fallback and a grouped GEMM with no host sync (``grouped_mm_kernel.py``),
+so the whole layer can be one CUDA graph.
 Every other call keeps its aten op (``NotImplemented``: tracing goes on with the original).
 
 Shipped inside subgraph candidates: torch only.
@@ -27,7 +29,13 @@ def _grouped_mm_fake(mat_a, mat_b, offs):
     return mat_a.new_empty((mat_a.shape[0], mat_b.shape[-1]))
 
 
-GROUPED_MM = define("grouped_mm", _grouped_mm, _grouped_mm_fake)
+def _grouped_mm_cuda(mat_a, mat_b, offs):
+    from .grouped_mm_kernel import fastest_grouped_mm
+
+    return fastest_grouped_mm(mat_a, mat_b, offs, lambda: _grouped_mm(mat_a, mat_b, offs))
+
+
+GROUPED_MM = define("grouped_mm", _grouped_mm, _grouped_mm_fake, _grouped_mm_cuda)
 
 
 def _grouped_mm_stand_in(mat_a: Any, mat_b: Any, offs: Any = None, bias: Any = None, out_dtype: Any = None) -> Any:

@@ -1,0 +1,101 @@
+"""A grouped GEMM with no host sync: rows of ``a`` sorted by group (``offs``: each group's end, cumulative) meet
+their group's ``b``, in one Triton launch that a CUDA graph can hold.
+
+torch's fallback for fp16/fp32 ``_grouped_mm`` reads the offsets on the host and runs a GEMM per group, so a
+MoE layer in those dtypes cannot be captured as a graph and pays a launch per expert. Here each program takes one
+tile of one group's rows: the tiles per group (``cdiv(rows, BLOCK_M)``) and their running start are computed on
+the GPU, a program finds its group by counting the starts at or below its tile index, and the grid is the bound
+``cdiv(M, BLOCK_M) + groups`` (programs past the last tile return). fp32 products accumulate in fp32; fp32
+inputs multiply at full precision (no TF32), as the fallback's ``mm`` does. Rows past the last offset are not
+written (the fallback leaves them uninitialised too).
+
+On CUDA each call shape runs the fastest that agrees with torch's own ``_grouped_mm`` (the default) of it and
+this kernel at a few tile sizes, measured on the shape's first call (``families/measure.fastest``).
+
+Shipped inside subgraph candidates: torch and triton.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import triton
+import triton.language as tl
+
+from .families.measure import DEFAULT, cuda_time_ms, fastest
+
+_TILES = ((64, 64, 32, 4), (16, 64, 64, 4), (128, 128, 32, 8))  # (BLOCK_M, BLOCK_N, BLOCK_K, warps)
+_MAX_GROUPS = 1024
+_CHOSEN: dict = {}  # per call shape: the way its first call measured fastest
+
+
+@triton.jit
+def _grouped_mm_tiles(a_ptr, b_ptr, offs_ptr, first_ptr, y_ptr, N, K, G, sam, sak, sbg, sbk, sbn, sym,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr,
+                      IEEE: tl.constexpr):  # fmt: skip
+    t = tl.program_id(0)
+    gs = tl.arange(0, BLOCK_G)
+    starts = tl.load(first_ptr + gs, mask=(gs >= 1) & (gs < G), other=2147483647)
+    if t >= tl.load(first_ptr + G):
+        return
+    g = tl.sum((starts <= t).to(tl.int32), axis=0)  # the last group whose first tile is at or before t
+    row_start = tl.load(offs_ptr + g - 1, mask=g > 0, other=0).to(tl.int64)
+    row_end = tl.load(offs_ptr + g).to(tl.int64)
+    rows = row_start + (t - tl.load(first_ptr + g)).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok, col_ok = rows < row_end, cols < N
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        k_ok = ks < K
+        a = tl.load(a_ptr + rows[:, None] * sam + ks[None, :] * sak, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        b = tl.load(b_ptr + g.to(tl.int64) * sbg + ks[:, None] * sbk + cols[None, :] * sbn,
+                    mask=k_ok[:, None] & col_ok[None, :], other=0.0)  # fmt: skip
+        if IEEE:
+            acc += tl.dot(a, b, input_precision="ieee")
+        else:
+            acc += tl.dot(a, b)
+    tl.store(y_ptr + rows[:, None] * sym + cols[None, :], acc.to(y_ptr.dtype.element_ty),
+             mask=row_ok[:, None] & col_ok[None, :])  # fmt: skip
+
+
+def takes(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> bool:
+    """The 2-D by 3-D form in fp16 or fp32, offsets one per group (shapes and dtypes only)."""
+    return (a.dim() == 2 and b.dim() == 3 and offs.dim() == 1 and offs.shape[0] == b.shape[0] <= _MAX_GROUPS
+            and a.shape[1] == b.shape[1] and a.dtype == b.dtype and a.dtype in (torch.float16, torch.float32)
+            and not offs.dtype.is_floating_point)  # fmt: skip
+
+
+def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, block_m: int = 64, block_n: int = 64,
+               block_k: int = 32, num_warps: int = 4) -> torch.Tensor:  # fmt: skip
+    m, k = a.shape
+    groups, _, n = b.shape
+    y = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    if m == 0 or n == 0 or groups == 0:
+        return y
+    ends = offs.to(torch.int64)
+    rows = torch.diff(ends, prepend=ends.new_zeros(1)).clamp_min(0)
+    first = torch.zeros(groups + 1, dtype=torch.int32, device=a.device)
+    first[1:] = torch.cumsum((rows + block_m - 1) // block_m, dim=0)
+    grid = (triton.cdiv(m, block_m) + groups, triton.cdiv(n, block_n))
+    _grouped_mm_tiles[grid](a, b, ends, first, y, n, k, groups, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                            b.stride(2), y.stride(0), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+                            BLOCK_G=triton.next_power_of_2(groups + 1), IEEE=a.dtype == torch.float32,
+                            num_warps=num_warps)  # fmt: skip
+    return y
+
+
+def fastest_grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
+                       default: Callable[[], torch.Tensor]) -> torch.Tensor:  # fmt: skip
+    if not a.is_cuda or not takes(a, b, offs):
+        return default()
+    ways: dict[str, Callable[[], torch.Tensor]] = {DEFAULT: default}
+    for bm, bn, bk, warps in _TILES:
+        ways[f"triton_{bm}x{bn}x{bk}"] = lambda bm=bm, bn=bn, bk=bk, warps=warps: grouped_mm(a, b, offs, bm, bn, bk,
+                                                                                              warps)  # fmt: skip
+    key = (tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), a.dtype, a.device)
+    way = _CHOSEN.get(key, DEFAULT)
+    if key not in _CHOSEN and not torch.cuda.is_current_stream_capturing():
+        way = fastest(key, ways, cuda_time_ms, _CHOSEN)
+    return ways[way]()
