@@ -70,6 +70,11 @@ CASES = {  # dtype, (rows, k, n, groups), tile (BLOCK_M, BLOCK_N, BLOCK_K, warps
 out = {}
 g = torch.Generator().manual_seed(0)
 for name in json.loads(sys.argv[2]):
+    if name == "offsets_past_the_rows":  # clamped to the rows: nothing read or written past a and y
+        a, b = torch.randn(10, 16, generator=g).half(), torch.randn(3, 16, 16, generator=g).half()
+        y = grouped_mm(a, b, torch.tensor([4, 8, 50], dtype=torch.int32), 16, 16, 16, 4)
+        out[name] = float((y[8:].float() - a[8:].float() @ b[2].float()).abs().max())
+        continue
     dt, (m, k, n, groups), tile = CASES[name]
     a = torch.randn(m, k, generator=g).to(dt)
     b = torch.randn(groups, n, k, generator=g).to(dt).transpose(-2, -1)  # stacked [N, K] weights read transposed
@@ -84,10 +89,10 @@ print("RESULT", json.dumps(out))
 @pytest.mark.slow
 def test_the_sync_free_grouped_mm_matches_torch_in_the_interpreter():
     pytest.importorskip("triton")
-    names = ["fp16_ragged_groups", "fp32_full_precision", "tile_taller_than_the_rows"]
+    names = ["fp16_ragged_groups", "fp32_full_precision", "tile_taller_than_the_rows", "offsets_past_the_rows"]
     got = run_interpreted(_INTERPRET_SCRIPT, names, timeout_s=300)
     for name in names:
-        assert got[name] < 1e-5, (name, got[name])
+        assert got[name] < (1e-2 if name == "offsets_past_the_rows" else 1e-5), (name, got[name])
 
 
 @pytest.mark.parametrize("ab,block", [("fp16", (64, 64, 32)), ("fp32", (16, 64, 64)), ("fp16", (128, 128, 32))])

@@ -74,7 +74,7 @@ def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, block_m: in
     y = torch.empty((m, n), dtype=a.dtype, device=a.device)
     if m == 0 or n == 0 or groups == 0:
         return y
-    ends = offs.to(torch.int64)
+    ends = offs.to(torch.int64).clamp(0, m)  # offsets past the rows would index past a and y
     rows = torch.diff(ends, prepend=ends.new_zeros(1)).clamp_min(0)
     first = torch.zeros(groups + 1, dtype=torch.int32, device=a.device)
     first[1:] = torch.cumsum((rows + block_m - 1) // block_m, dim=0)
