@@ -6,10 +6,10 @@ nor compiles (Inductor propagates shapes with the same rule). During capture suc
 ``sf_subgraph.grouped_mm``: the same computation (it calls ``torch._grouped_mm``), with a shape rule of its own;
 the rest of the reference then traces, the families are found in it, and Inductor compiles around the call. On
 CUDA the call runs the fastest of torch's fallback and a grouped GEMM with no host sync (``grouped_mm_kernel.py``),
-so the whole layer can be one CUDA graph.
-Every other call keeps its aten op (``NotImplemented``: tracing goes on with the original).
+so the whole layer can be one CUDA graph. Every other call keeps its aten op (``NotImplemented``: tracing goes on
+with the original).
 
-Shipped inside subgraph candidates: torch only.
+Shipped inside subgraph candidates: torch only (triton for the CUDA kernel, imported on first CUDA call).
 """
 
 from __future__ import annotations
