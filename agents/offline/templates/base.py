@@ -30,6 +30,17 @@ def kernel_source(name: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def set_constant(src: str, file: str, name: str, value: Any) -> str:
+    """``src`` (the kernel file ``file``) with its one top-level line ``NAME = ...`` set to ``value``: how a
+    rendered Python kernel file (CuTe DSL) takes its compile-time parameters."""
+    lines = src.split("\n")
+    at = [i for i, line in enumerate(lines) if line.startswith(f"{name} = ")]
+    if len(at) != 1:
+        raise ValueError(f"{file} must set {name} on exactly one top-level line, found {len(at)}")
+    lines[at[0]] = f"{name} = {value!r}"
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class Binding:
     """Which definition input plays which role, plus constants read from the reference."""

@@ -3,7 +3,7 @@
 Reference shape (GEMM): ops {mm|addmm|matmul, t/permute, casts, add, relu|gelu|silu}; inputs a [..., K],
 b [N, K] (linear weight) or [K, N], optional bias [N]; output [..., N].
 Triton: the tiled GEMM of ``triton_gemm.py``; launcher: grid = cdiv(M, BM) * cdiv(N, BN).
-CUDA C++ (decode shapes only): the GEMV kernels of ``gemv_cuda.py``.
+CUDA C++ and CuTe DSL (decode shapes only): the GEMV kernels of ``gemv_cuda.py`` and ``gemv_cute.py``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from sol_bench.problem import Problem
 from ..graph import OpSignature
 from .base import CUDA_FILE, Binding, Family, Renderer, py_signature, triton_launcher
 from .gemv_cuda import _CUDA_GEMV_SPLIT_KERNEL, SMALL_M, decode_shaped, render_gemm_cuda
+from .gemv_cute import render_gemm_cute, some_decode_shaped
 from .triton_gemm import BIAS_EPILOGUE, FIT_TILES, triton_gemm_kernel
 
 __all__ = ["FIT_TILES", "GEMM", "SMALL_M", "_CUDA_GEMV_SPLIT_KERNEL", "match_gemm"]
@@ -25,16 +26,16 @@ _ACTS = ("relu", "gelu", "silu")
 
 
 
-def _max_rows(problem: Problem, a: str) -> int:
-    """The most rows of ``a`` (all dims but the last) over the problem's workloads."""
-    spec, most = problem.definition.inputs[a], 0
+def _rows(problem: Problem, a: str) -> list[int]:
+    """The rows of ``a`` (all dims but the last) in each of the problem's workloads."""
+    spec, out = problem.definition.inputs[a], []
     for w in problem.workloads:
         shape = spec.concrete_shape(problem.definition.resolve_axes(w.axes))
         rows = 1
         for d in shape[:-1]:
             rows *= d
-        most = max(most, rows)
-    return most
+        out.append(rows)
+    return out or [0]
 
 
 def match_gemm(problem: Problem, sig: OpSignature) -> list[Binding]:
@@ -59,7 +60,8 @@ def match_gemm(problem: Problem, sig: OpSignature) -> list[Binding]:
     if tensors[a][:-1] != out[:-1] or len(tensors[b]) != 2:
         return []
     roles = {"a": a, "b": b, **({"bias": bias[0]} if bias else {})}
-    consts["max_m"] = _max_rows(problem, a)
+    rows = _rows(problem, a)
+    consts["max_m"], consts["min_m"] = max(rows), min(rows)
     out_b = []
     if tensors[b][0] == out[-1] and tensors[b][1] == tensors[a][-1]:
         out_b.append(Binding(roles, {**consts, "b_is_nk": True}))
@@ -135,6 +137,9 @@ GEMM = Family(
                   {"kernel": ("cols",), "threads": (128, 256), "ksplit": (4, 8)}),
                  render_gemm_cuda, file=CUDA_FILE, accepts=decode_shaped,
                  keep=lambda p: p["kernel"] == "split" or p["ksplit"] * 32 <= p["threads"]),
+        # every decode-shaped workload by the CuTe GEMV, larger ones by cuBLAS (the launcher dispatches on rows);
+        # not yet measured against the CUDA C++ GEMV: planned after it
+        Renderer("cute_dsl", True, {"threads": (128, 256)}, render_gemm_cute, accepts=some_decode_shaped),
     ),
 )
 

@@ -15,7 +15,8 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import CUDA_FILE, Binding, Family, Renderer, cuda_module, eps_literal, kernel_source, py_signature
+from .base import (CUDA_FILE, Binding, Family, Renderer, cuda_module, eps_literal, kernel_source, py_signature,
+                   set_constant)
 from .rows import eps_expr, out_name, triton_row_head, triton_row_run
 
 _EXCLUDE = {"sub", "var_mean", "native_layer_norm", "_softmax", "mm", "addmm", "bmm", "exp"}
@@ -156,16 +157,6 @@ def render_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
 _CUTE_KERNEL = kernel_source("rmsnorm_cute.py")
 
 
-def _set_constant(src: str, name: str, value: Any) -> str:
-    """``src`` with its one top-level line ``NAME = ...`` set to ``value``."""
-    lines = src.split("\n")
-    at = [i for i, line in enumerate(lines) if line.startswith(f"{name} = ")]
-    if len(at) != 1:
-        raise ValueError(f"rmsnorm_cute.py must set {name} on exactly one top-level line, found {len(at)}")
-    lines[at[0]] = f"{name} = {value!r}"
-    return "\n".join(lines)
-
-
 def render_cute(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     x, w, y = b.roles["x"], b.roles.get("weight"), out_name(problem)
     src = _CUTE_KERNEL
@@ -176,7 +167,7 @@ def render_cute(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
         "WEIGHT_OFFSET": _offset(b),
     }
     for name, value in consts.items():
-        src = _set_constant(src, name, value)
+        src = set_constant(src, "rmsnorm_cute.py", name, value)
     return f"""{src}
 
 {py_signature(problem)}
