@@ -145,5 +145,22 @@ def test_unaligned_rows_take_element_loads(tmp_path):
     assert f["entries"] == 1 and f["ld_v4"] == 0 and f["ld_b16"] == 3 * -(-1000 // 128), f
 
 
+@pytest.mark.parametrize("act", [None, "relu", "gelu", "silu"])
+def test_calls_of_more_rows_than_the_gemv_takes_compute_what_the_reference_does(tmp_path, act):
+    import torch
+
+    spec = importlib.util.spec_from_file_location(f"gemv_{act}", _render(tmp_path, act, True, 128))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    g = torch.Generator().manual_seed(0)
+    a, w, bias = (torch.randn(*s, generator=g).to(torch.bfloat16) for s in ((mod.MAX_ROWS + 1, 64), (48, 64), (48,)))
+    y = torch.empty(mod.MAX_ROWS + 1, 48, dtype=torch.bfloat16)
+    mod._gemv(a, w, bias, y)
+    want = torch.nn.functional.linear(a, w, bias)
+    want = {None: want, "relu": torch.relu(want), "gelu": torch.nn.functional.gelu(want),
+            "silu": torch.nn.functional.silu(want)}[act]  # fmt: skip
+    assert torch.equal(y, want)
+
+
 if __name__ == "__main__":
     _compile_main(sys.argv[1])
