@@ -15,6 +15,20 @@ _MAX_THREADS = 1024
 _MAX_VPT = 16  # 16-byte vectors a thread holds of its column's weight row; longer rows take more threads
 
 
+@cute.jit
+def _load_share(g: cute.Tensor, r: cute.Tensor, tidx: cutlass.Int32, nvec: cutlass.Constexpr[int],
+                vpt: cutlass.Constexpr[int], threads: cutlass.Constexpr[int]):
+    """The thread's vectors ``tidx + j * threads`` (j < vpt) of the row ``g`` (nvec, vec) into ``r`` (vpt, vec);
+    those past the row's end are left as they are."""
+    for j in cutlass.range_constexpr(vpt):
+        i = tidx + j * threads
+        if cutlass.const_expr((j + 1) * threads <= nvec):  # every thread's vector j is inside the row
+            cute.autovec_copy(g[i, None], r[j, None])
+        else:
+            if i < nvec:
+                cute.autovec_copy(g[i, None], r[j, None])
+
+
 @cute.kernel
 def _gemv_kernel(
     gA: cute.Tensor,  # (m, nvec, vec): the rows of a as whole vectors
@@ -35,13 +49,7 @@ def _gemv_kernel(
     frag = cute.make_layout((vpt, vec), stride=(vec, 1))
     rW = cute.make_rmem_tensor(frag, gW.element_type)
     rW.fill(0)
-    for j in cutlass.range_constexpr(vpt):
-        i = tidx + j * threads
-        if cutlass.const_expr((j + 1) * threads <= nvec):
-            cute.autovec_copy(gW[col, i, None], rW[j, None])
-        else:
-            if i < nvec:
-                cute.autovec_copy(gW[col, i, None], rW[j, None])
+    _load_share(gW[col, None, None], rW, tidx, nvec, vpt, threads)
     wf = rW.load().to(cutlass.Float32)
 
     smem = cutlass.utils.SmemAllocator()
@@ -50,13 +58,7 @@ def _gemv_kernel(
     rA = cute.make_rmem_tensor(frag, gA.element_type)
     for r in cutlass.range_constexpr(m):
         rA.fill(0)
-        for j in cutlass.range_constexpr(vpt):
-            i = tidx + j * threads
-            if cutlass.const_expr((j + 1) * threads <= nvec):
-                cute.autovec_copy(gA[r, i, None], rA[j, None])
-            else:
-                if i < nvec:
-                    cute.autovec_copy(gA[r, i, None], rA[j, None])
+        _load_share(gA[r, None, None], rA, tidx, nvec, vpt, threads)
         s = (rA.load().to(cutlass.Float32) * wf).reduce(cute.ReductionOp.ADD, init_val=cutlass.Float32(0.0),
                                                          reduction_profile=0)
         s = cute.arch.warp_reduction_sum(s)
