@@ -46,7 +46,7 @@ def _candidate_module(sol, where: Path, name: str):
 
 def test_candidate_ships_package_files_and_runs_on_the_cpu(block, tmp_path):
     found = subgraph_solution.find(block)
-    assert found.families == ("attention", "gated", "rmsnorm")
+    assert found.families == ("attention", "gated", "gemv", "rmsnorm")
     sol = subgraph_solution.solution(block, found)
     here = Path(subgraph_solution.__file__).parent
     shipped = {s.path: s.content for s in sol.sources if s.path != "kernel.py"}
@@ -61,7 +61,7 @@ def test_candidate_ships_package_files_and_runs_on_the_cpu(block, tmp_path):
             module.solforge_entry(*inputs, *outs)
             for got, want in zip(outs, ref.run(*inputs)):
                 torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
-        assert all(len(r) == 4 for r in module._runner.replaced.values())  # found again at run time, per signature
+        assert all(len(r) == 8 for r in module._runner.replaced.values())  # found again at run time, per signature
 
 
 def test_the_tuned_candidate_carries_the_families_as_one_of_its_ways(block, tmp_path):
@@ -72,7 +72,7 @@ def test_the_tuned_candidate_carries_the_families_as_one_of_its_ways(block, tmp_
     from agents.offline import compiled
 
     first = next(iter(plan(block, "cuda")))
-    assert first.group == "reference/tuned" and "attention+gated+rmsnorm replaced" in first.notes
+    assert first.group == "reference/tuned" and "attention+gated+gemv+rmsnorm replaced" in first.notes
     paths = {s.path for s in first.solution.sources}
     assert {"kernel.py", "solforge_tuned.py", "sf_subgraph/runtime.py"} <= paths
     plain = compiled.tuned_solution(block, True)
@@ -87,4 +87,4 @@ def test_the_tuned_candidate_carries_the_families_as_one_of_its_ways(block, tmp_
         module._ways[-1].call((*inputs, *outs))
         for got, want in zip(outs, ref.run(*inputs)):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
-        assert [len(r) for r in module._families.replaced.values()] == [4]
+        assert [len(r) for r in module._families.replaced.values()] == [8]

@@ -112,12 +112,12 @@ def test_each_family_found_the_right_number_of_times_and_output_matches(block):
     want = ref.run(*args)
     gm, replaced = rewrite(capture(ref.run, args))
     kinds = Counter(r.description.split("(")[0] for r in replaced)
-    assert kinds == {"add_rmsnorm": 2, "attention": 1, "gated": 1}, replaced
+    assert kinds == {"add_rmsnorm": 2, "attention": 1, "gated": 1, "small_m_linear": 4}, replaced  # fp32 block
     attention = next(r.description for r in replaced if r.family == "attention")
     assert "causal=True" in attention and "mask_mode=0" in attention  # the constant tril mask read as causal
     ops = _ops(gm)
     assert ops["_softmax"] == 0 and ops["rsqrt"] == 1 and ops["sigmoid"] == 1  # decoys stay as they were
-    assert ops["add_rmsnorm"] == 2 and ops["attention"] == 1 and ops["gated"] == 1
+    assert ops["add_rmsnorm"] == 2 and ops["attention"] == 1 and ops["gated"] == 1 and ops["small_m_linear"] == 4
     got = gm(*args)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
@@ -218,7 +218,7 @@ def test_errors_inside_find_or_rendering_leave_the_plan_without_the_candidate(bl
     def groups() -> list[str]:
         return [p.group for p in plan(block, "cuda", "triton") if p.group.startswith("subgraph/")]
 
-    assert groups() == ["subgraph/attention+gated+rmsnorm"]  # before anything breaks
+    assert groups() == ["subgraph/attention+gated+gemv+rmsnorm"]  # before anything breaks
     monkeypatch.setattr(subgraph_solution, "rewrite", broken)
     found = subgraph_solution.find(block)
     assert found.replaced == () and found.why == "rewrite failed: RuntimeError: a matcher's bug"
@@ -311,10 +311,11 @@ def test_family_coverage_reports_where_each_family_was_found(tmp_path):
     text = out.read_text()
     head = "## rmsnorm: found in 1 problems (1 inside a larger problem), 2 regions; rewritten graph matched in 1"
     assert head in text
-    assert _section(text, "rmsnorm") == ["| decoderish_block | add_rmsnorm x2 | yes | match (fp32: 4 regions) |"]
-    assert _section(text, "attention") == ["| decoderish_block | attention x1 | yes | match (fp32: 4 regions) |"]
+    assert _section(text, "rmsnorm") == ["| decoderish_block | add_rmsnorm x2 | yes | match (fp32: 8 regions) |"]
+    assert _section(text, "attention") == ["| decoderish_block | attention x1 | yes | match (fp32: 8 regions) |"]
+    assert _section(text, "gemv") == ["| decoderish_block | small_m_linear x4 | yes | match (fp32: 8 regions) |"]
     assert _section(text, "gated") == [
-        "| decoderish_block | gated x1 | yes | match (fp32: 4 regions) |",
+        "| decoderish_block | gated x1 | yes | match (fp32: 8 regions) |",
         "| tiny_swiglu | gated x1 | no (the whole problem) | match (fp32: 1 regions; native: 1 regions) |",
     ]
     assert "## Nothing found: 0 problems" in text
@@ -398,7 +399,7 @@ def test_rope_on_q_and_k_inside_attention_is_replaced_and_output_matches(spellin
             torch.arange(3, 10)]  # fmt: skip
     want = f(*args)
     gm, replaced = rewrite(capture(f, args))
-    assert Counter(r.family for r in replaced) == {"rope": 2, "attention": 1}, replaced
+    assert Counter(r.family for r in replaced) == {"rope": 2, "attention": 1, "gemv": 3}, replaced  # q, k, v projections
     assert [r.description.split("; ")[1] for r in replaced if r.family == "rope"] == [expected] * 2, replaced
     calls = [n for n in gm.graph.nodes if target_name(n) in ("rope", "rope_complex")]
     # q and k reach the ops as the projections' [s, heads, d] views, before the transpose

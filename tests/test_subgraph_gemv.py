@@ -40,9 +40,17 @@ def test_linears_on_few_rows_are_found_inside_a_block_and_the_graph_still_comput
     torch.testing.assert_close(gm(*args), _block(*args), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_fp32_and_fp16_linears_are_found_too(dtype):
+    args = _inputs(tokens=3, dtype=dtype)
+    gm, done = _rewritten(_block, args)
+    assert [r.family for r in done] == ["gemv", "gemv"]
+    torch.testing.assert_close(gm(*args), _block(*args), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("why,args", [
     ("18 rows", _inputs(tokens=9)),  # 2 x 9 = 18 rows: a GEMM's tiles reuse the weight
-    ("fp32", _inputs(tokens=3, dtype=torch.float32)),
+    ("fp64", _inputs(tokens=3, dtype=torch.float64)),
 ])  # fmt: skip
 def test_a_linear_outside_the_family_is_left_alone(why, args):
     _, done = _rewritten(_block, args)
@@ -83,21 +91,24 @@ import torch
 import torch.nn.functional as F
 from agents.offline.subgraph.families.gemv.kernel import gemv
 
-CASES = {  # m, k, n, bias, block_n, block_k, a's row stride (None: contiguous)
-    "one_row_split_k_bias": (1, 1000, 70, True, 32, 128, None),
-    "sixteen_rows_one_slice": (16, 64, 33, False, 16, 256, None),
-    "strided_rows_bias": (5, 300, 48, True, 64, 64, 320),
+CASES = {  # m, k, n, bias, block_n, block_k, a's row stride (None: contiguous), dtype
+    "one_row_split_k_bias": (1, 1000, 70, True, 32, 128, None, "float16"),
+    "sixteen_rows_one_slice": (16, 64, 33, False, 16, 256, None, "float16"),
+    "strided_rows_bias": (5, 300, 48, True, 64, 64, 320, "float16"),
+    "fp32_split_k_bias": (3, 700, 40, True, 32, 128, None, "float32"),
 }
 ok = {}
 for name in json.loads(sys.argv[2]):
-    m, k, n, has_bias, bn, bk, row = CASES[name]
+    m, k, n, has_bias, bn, bk, row, dtype = CASES[name]
+    dtype = getattr(torch, dtype)
     g = torch.Generator().manual_seed(1)
-    a = torch.randn(m, row or k, generator=g).half()[:, :k]
-    w = (torch.randn(n, k, generator=g) * k ** -0.5).half()
-    bias = torch.randn(n, generator=g).half() if has_bias else None
-    got = gemv(a, w, bias, bn, bk).float()
-    want = F.linear(a.float(), w.float(), None if bias is None else bias.float())
-    ok[name] = {"shape": list(got.shape) == [m, n], "err": float((got - want).abs().max())}
+    a = torch.randn(m, row or k, generator=g).to(dtype)[:, :k]
+    w = (torch.randn(n, k, generator=g) * k ** -0.5).to(dtype)
+    bias = torch.randn(n, generator=g).to(dtype) if has_bias else None
+    got = gemv(a, w, bias, bn, bk)
+    want = F.linear(a.double(), w.double(), None if bias is None else bias.double())
+    ok[name] = {"shape": list(got.shape) == [m, n], "dtype": got.dtype == dtype,
+                "err": float((got.double() - want).abs().max())}
 print("RESULT", json.dumps(ok))
 """
 
@@ -105,23 +116,28 @@ print("RESULT", json.dumps(ok))
 @pytest.mark.slow
 def test_the_gemv_matches_linear_in_the_interpreter():
     pytest.importorskip("triton")
-    names = ["one_row_split_k_bias", "sixteen_rows_one_slice", "strided_rows_bias"]
+    names = ["one_row_split_k_bias", "sixteen_rows_one_slice", "strided_rows_bias", "fp32_split_k_bias"]
     got = run_interpreted(_INTERPRET_SCRIPT, names, timeout_s=600)
     for name in names:
-        assert got[name]["shape"] and got[name]["err"] < 1e-2, (name, got[name])
+        tol = 1e-5 if name.startswith("fp32") else 1e-2  # fp32 in fp32: TF32's 10-bit mantissa would miss this
+        assert got[name]["shape"] and got[name]["dtype"] and got[name]["err"] < tol, (name, got[name])
 
 
-@pytest.mark.parametrize("dtype,block_n,block_k", [("bf16", 32, 128), ("fp16", 64, 64), ("bf16", 16, 256)])
+@pytest.mark.parametrize("dtype,block_n,block_k", [("bf16", 32, 128), ("fp16", 64, 64), ("bf16", 16, 256),
+                                                    ("fp32", 32, 128)])  # fmt: skip
 def test_the_gemv_kernels_compile_for_sm90(dtype, block_n, block_k):
     pytest.importorskip("triton")
     from agents.offline.subgraph.families.gemv import kernel
 
     ptrs = {"a_ptr": f"*{dtype}", "w_ptr": f"*{dtype}", "bias_ptr": f"*{dtype}"}
+    precision = "ieee" if dtype == "fp32" else "tf32"
     for direct in (True, False):
         out = {"out_ptr": f"*{dtype}" if direct else "*fp32"}
-        part = compile_sm90(kernel._gemv_slice, ptrs | out, dict(BLOCK_M=16, BLOCK_N=block_n, BLOCK_K=block_k,
-                                                                 DIRECT=direct, HAS_BIAS=True))  # fmt: skip
+        consts = dict(BLOCK_M=16, BLOCK_N=block_n, BLOCK_K=block_k, DIRECT=direct, HAS_BIAS=True, PRECISION=precision)
+        part = compile_sm90(kernel._gemv_slice, ptrs | out, consts)
         assert part.asm["cubin"]
+        # fp32 operands multiplied in fp32: FMAs, no tensor-core (TF32) MMA
+        assert ("wgmma" in part.asm["ptx"] or "mma.sync" in part.asm["ptx"]) == (dtype != "fp32")
     total = compile_sm90(kernel._gemv_sum, {"part_ptr": "*fp32", "bias_ptr": f"*{dtype}", "y_ptr": f"*{dtype}"},
                          dict(HAS_BIAS=True, BLOCK=1024))  # fmt: skip
     assert total.asm["cubin"]
@@ -129,15 +145,19 @@ def test_the_gemv_kernels_compile_for_sm90(dtype, block_n, block_k):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("m,k,n,bias", [(1, 4096, 4096, False), (7, 1000, 70, True), (16, 2048, 6144, True)])
-def test_the_op_on_a_gpu_agrees_with_cublas_whichever_way_it_keeps(m, k, n, bias):
+@pytest.mark.parametrize("m,k,n,bias,dtype", [
+    (1, 4096, 4096, False, torch.bfloat16), (7, 1000, 70, True, torch.bfloat16), (16, 2048, 6144, True, torch.bfloat16),
+    (3, 2048, 1024, True, torch.float32),
+])  # fmt: skip
+def test_the_op_on_a_gpu_agrees_with_cublas_whichever_way_it_keeps(m, k, n, bias, dtype):
     from agents.offline.subgraph.families.gemv import kernel
     from agents.offline.subgraph.families.gemv.op import SMALL_M_LINEAR
 
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * k**-0.5
-    b = torch.randn(n, device="cuda", dtype=torch.bfloat16) if bias else None
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    w = torch.randn(n, k, device="cuda", dtype=dtype) * k**-0.5
+    b = torch.randn(n, device="cuda", dtype=dtype) if bias else None
+    tol = 2e-4 if dtype == torch.float32 else 2e-2  # the region check's fp32 tolerance: TF32 would miss it
     for bn, bk, warps in kernel._BLOCKS:  # every contender, not only the kept one
-        torch.testing.assert_close(kernel.gemv(a, w, b, bn, bk, warps), F.linear(a, w, b), atol=2e-2, rtol=2e-2)
-    torch.testing.assert_close(SMALL_M_LINEAR(a, w, b), F.linear(a, w, b), atol=2e-2, rtol=2e-2)
+        torch.testing.assert_close(kernel.gemv(a, w, b, bn, bk, warps), F.linear(a, w, b), atol=tol, rtol=tol)
+    torch.testing.assert_close(SMALL_M_LINEAR(a, w, b), F.linear(a, w, b), atol=tol, rtol=tol)
     assert any(key[0] == (m, k) for key in kernel._CHOSEN)  # the shape's way was measured and kept

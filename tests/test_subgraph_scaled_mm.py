@@ -49,8 +49,13 @@ def test_a_dequantize_then_matmul_is_one_op_however_the_scales_are_spelled(fn, o
     torch.testing.assert_close(gm(*args), fn(*args), rtol=0, atol=0)
 
 
+def _families(fn, args) -> set[str]:
+    return {r.family for r in rewrite(capture(fn, args))[1]}
+
+
 def test_half_precision_operands_per_element_scales_and_a_grid_that_is_not_tiles_are_left_alone():
-    assert not rewrite(capture(_interleaved, _inputs(dtype=torch.float16)))[1]
+    # (the fp32 product of few rows left behind may still be a small-M linear: ``gemv``)
+    assert "scaled_mm" not in _families(_interleaved, _inputs(dtype=torch.float16))
 
     def per_element(a, a_scale, b, b_scale):  # a full [M, K] of scales: no tiles to fuse
         full = a_scale.repeat_interleave(K_BLOCK, dim=1).exp()
@@ -61,8 +66,8 @@ def test_half_precision_operands_per_element_scales_and_a_grid_that_is_not_tiles
         sb = b_scale.repeat_interleave(N_BLOCK, dim=0).repeat_interleave(K_BLOCK, dim=1)
         return (a.float() * sa) @ (b.float() * sb).t()
 
-    assert not rewrite(capture(per_element, _inputs()))[1]
-    assert not rewrite(capture(cycled, _inputs()))[1]  # proposed by its shapes, refused by the region check
+    assert "scaled_mm" not in _families(per_element, _inputs())
+    assert "scaled_mm" not in _families(cycled, _inputs())  # proposed by its shapes, refused by the region check
 
 
 def test_block_sizes_are_read_from_the_shapes():

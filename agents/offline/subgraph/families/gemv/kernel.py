@@ -3,9 +3,10 @@
 At a handful of rows a GEMM reads its weight once and does almost no math per byte: it is bound by the weight's
 bytes, and what counts is how many of them are in flight at once. Each program takes a block of output columns
 (rows of w) and one slice of K, and streams its ``[BLOCK_N, BLOCK_K]`` weight tiles against the rows of a
-(padded to 16 for the tensor-core dot); slices are chosen so that about ``_TARGET_PROGRAMS`` programs fill the
-GPU whatever N is. With one slice the program adds the bias and stores y; with several, each stores its fp32
-partial sums and a second kernel adds them in slice order (the same sum on every run) with the bias.
+(padded to 16 for the tensor-core dot; fp32 operands are multiplied in fp32, not TF32); slices are chosen so that
+about ``_TARGET_PROGRAMS`` programs fill the GPU whatever N is. With one slice the program adds the bias and
+stores y; with several, each stores its fp32 partial sums and a second kernel adds them in slice order (the same
+sum on every run) with the bias.
 
 On CUDA each call shape runs the fastest that agrees with cuBLAS (``F.linear``, the default) of cuBLAS and the
 kernel at a few block shapes, measured on the shape's first call (``measure.fastest``).
@@ -25,13 +26,16 @@ _TARGET_PROGRAMS = 264  # about two waves on a 132-SM H100/H200
 _MAX_SPLIT = 32
 _ROWS = 16  # BLOCK_M: every row of a in one tile (op.MAX_M, the matcher's bound, is the same number)
 _BLOCKS = ((32, 128, 4), (64, 64, 4), (16, 256, 4))  # (BLOCK_N, BLOCK_K, warps): each a contender
+# fp32 operands are multiplied in fp32 (FMA), as cuBLAS does with TF32 off (torch's default for matmul); the
+# input_precision of half-precision operands is not used
+_PRECISION = {torch.float32: "ieee"}
 _CHOSEN: dict = {}  # per call shape: the way its first call measured fastest
 
 
 @triton.jit
 def _gemv_slice(a_ptr, w_ptr, bias_ptr, out_ptr, M, N, K, sam, swn, k_per_split,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIRECT: tl.constexpr,
-                HAS_BIAS: tl.constexpr):  # fmt: skip
+                HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr = "tf32"):  # fmt: skip
     pid_n = tl.program_id(0)
     s = tl.program_id(1)
     m = tl.arange(0, BLOCK_M)
@@ -46,7 +50,7 @@ def _gemv_slice(a_ptr, w_ptr, bias_ptr, out_ptr, M, N, K, sam, swn, k_per_split,
         a = tl.load(a_ptr + m[:, None] * sam + k[None, :], mask=m_ok[:, None] & k_ok[None, :], other=0.0)
         w = tl.load(w_ptr + n[:, None].to(tl.int64) * swn + k[None, :], mask=n_ok[:, None] & k_ok[None, :],
                     other=0.0)  # fmt: skip
-        acc += tl.dot(a, tl.trans(w))
+        acc += tl.dot(a, tl.trans(w), input_precision=PRECISION)
     ok = m_ok[:, None] & n_ok[None, :]
     if DIRECT:
         if HAS_BIAS:
@@ -72,7 +76,7 @@ def takes(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> bool:
     """Whether ``gemv`` serves this call (shapes and dtypes only)."""
     if a.dim() != 2 or w.dim() != 2 or a.shape[1] != w.shape[1] or a.shape[0] > _ROWS:
         return False
-    if a.dtype not in (torch.float16, torch.bfloat16) or w.dtype != a.dtype:
+    if a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or w.dtype != a.dtype:
         return False
     return bias is None or (bias.dim() == 1 and bias.shape[0] == w.shape[0] and bias.dtype == a.dtype)
 
@@ -103,7 +107,7 @@ def gemv(a, w, bias, block_n=32, block_k=128, num_warps=4):
     bias_arg = bias if bias is not None else y
     _gemv_slice[(n_blocks, n_split)](a, w, bias_arg, out, m, n, k, a.stride(0), w.stride(0), per, BLOCK_M=_ROWS,
                                      BLOCK_N=block_n, BLOCK_K=block_k, DIRECT=direct, HAS_BIAS=bias is not None,
-                                     num_warps=num_warps)  # fmt: skip
+                                     PRECISION=_PRECISION.get(a.dtype, "tf32"), num_warps=num_warps)  # fmt: skip
     if not direct:
         block = 1024
         _gemv_sum[(triton.cdiv(m * n, block),)](out, bias_arg, y, m, n, n_split, HAS_BIAS=bias is not None,

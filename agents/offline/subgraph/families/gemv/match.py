@@ -1,6 +1,6 @@
 """Small-M linear sites: ``mm(a, w.T)`` or ``addmm(bias, a, w.T)`` (what ``F.linear`` and ``x @ w.t()`` trace
 to) where a has at most ``MAX_M`` rows, w is a contiguous ``[N, K]`` tensor read transposed (``t``,
-``transpose`` or ``permute``), the dtypes are half precision and all alike, and addmm's alpha and beta are 1."""
+``transpose`` or ``permute``), the dtypes are half precision or fp32 and all alike, and addmm's alpha and beta are 1."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import torch
 from ...ops import define
 
 MAX_M = 16  # rows of a: past this a GEMM's tiles reuse the weight, and cuBLAS's tensor-core tiles win
-DTYPES = (torch.float16, torch.bfloat16)
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 def _linear(a: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
