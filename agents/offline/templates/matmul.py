@@ -3,7 +3,8 @@
 Reference shape (GEMM): ops {mm|addmm|matmul, t/permute, casts, add, relu|gelu|silu}; inputs a [..., K],
 b [N, K] (linear weight) or [K, N], optional bias [N]; output [..., N].
 Triton: the tiled GEMM of ``triton_gemm.py``; launcher: grid = cdiv(M, BM) * cdiv(N, BN).
-CUDA C++ and CuTe DSL (decode shapes only): the GEMV kernels of ``gemv_cuda.py`` and ``gemv_cute.py``.
+CUDA C++ (decode shapes only): the GEMV kernels of ``gemv_cuda.py``; CuTe DSL: the GEMV of ``gemv_cute.py`` on
+decode-shaped calls, cuBLAS on the others.
 """
 
 from __future__ import annotations
