@@ -399,7 +399,8 @@ def test_rope_on_q_and_k_inside_attention_is_replaced_and_output_matches(spellin
             torch.arange(3, 10)]  # fmt: skip
     want = f(*args)
     gm, replaced = rewrite(capture(f, args))
-    assert Counter(r.family for r in replaced) == {"rope": 2, "attention": 1, "gemv": 3}, replaced  # q, k, v projections
+    # gemv: the q, k and v projections (fp32, 7 rows)
+    assert Counter(r.family for r in replaced) == {"rope": 2, "attention": 1, "gemv": 3}, replaced
     assert [r.description.split("; ")[1] for r in replaced if r.family == "rope"] == [expected] * 2, replaced
     calls = [n for n in gm.graph.nodes if target_name(n) in ("rope", "rope_complex")]
     # q and k reach the ops as the projections' [s, heads, d] views, before the transpose
@@ -550,6 +551,25 @@ def test_a_family_op_keeps_the_fastest_way_that_agrees_with_the_default_and_meas
     speed |= {"close": 2.0, "slow": 2.0}
     assert fastest("other shape", tries, time_ms, memo) == DEFAULT  # a tie keeps SDPA's own choice
 
+
+
+def test_a_capture_runs_the_default_until_the_shape_was_measured_outside_one(monkeypatch):
+    from agents.offline.subgraph.families import measure
+
+    measured = []
+    def fastest(key, ways, time_ms, memo):
+        measured.append(key)
+        return memo.setdefault(key, "kernel")
+
+    monkeypatch.setattr(measure, "fastest", fastest)
+    ways = {measure.DEFAULT: lambda: 0, "kernel": lambda: 1}
+    memo: dict = {}
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    assert measure.chosen_way("shape", ways, memo) == measure.DEFAULT and not measured and not memo  # nothing timed
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    assert measure.chosen_way("shape", ways, memo) == "kernel" and measured == ["shape"]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    assert measure.chosen_way("shape", ways, memo) == "kernel" and measured == ["shape"]  # kept, measured once
 
 def test_attention_backend_limits_sdpa_to_the_named_backend():
     from agents.offline.subgraph.families.attention.backend import run_with

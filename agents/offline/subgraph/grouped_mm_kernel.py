@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .families.measure import DEFAULT, cuda_time_ms, fastest
+from .families.measure import DEFAULT, chosen_way
 
 _TILES = ((64, 64, 32, 4), (16, 64, 64, 4), (128, 128, 32, 8))  # (BLOCK_M, BLOCK_N, BLOCK_K, warps)
 _MAX_GROUPS = 1024
@@ -95,7 +95,5 @@ def fastest_grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
         ways[f"triton_{bm}x{bn}x{bk}"] = lambda bm=bm, bn=bn, bk=bk, warps=warps: grouped_mm(a, b, offs, bm, bn, bk,
                                                                                               warps)  # fmt: skip
     key = (tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), a.dtype, a.device)
-    way = _CHOSEN.get(key, DEFAULT)
-    if key not in _CHOSEN and not torch.cuda.is_current_stream_capturing():
-        way = fastest(key, ways, cuda_time_ms, _CHOSEN)
+    way = chosen_way(key, ways, _CHOSEN)
     return ways[way]()

@@ -69,6 +69,14 @@ def fastest(
     return memo[key]
 
 
+def chosen_way(key: Hashable, ways: Mapping[str, Callable[[], Outputs]], memo: MutableMapping[Hashable, str]) -> str:
+    """The way ``key`` runs: measured on its first call outside CUDA-graph capture (``fastest``, GPU time) and
+    remembered in ``memo``; the default inside a capture until then (nothing can be timed there)."""
+    if key in memo or torch.cuda.is_current_stream_capturing():
+        return memo.get(key, DEFAULT)
+    return fastest(key, ways, cuda_time_ms, memo)
+
+
 def cuda_time_ms(call: Callable[[], torch.Tensor], budget_ms: float = 5.0, preroll_us: float = 100.0) -> float:
     """The median of a few timed runs of ``call`` on the current stream, after one warm run: the GPU's time.
 

@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ..measure import DEFAULT, cuda_time_ms, fastest
+from ..measure import DEFAULT, chosen_way
 from .backend import FUSED, run_with
 
 _CHOSEN: dict = {}  # per call shape: the way its first call measured fastest
@@ -71,9 +71,7 @@ def attend(q, k, v, mask, scale, causal, mask_mode, out_dtype, softcap=0.0, quer
     if len(ways) > 1:
         key = (q4.shape, k4.shape, v4.shape, q4.stride(), k4.stride(), v4.stride(), q4.dtype, q4.device, causal, scale,
                mask_mode, softcap, None if attn_mask is None else (attn_mask.shape, attn_mask.dtype))  # fmt: skip
-        way = _CHOSEN.get(key, DEFAULT)
-        if key not in _CHOSEN and not torch.cuda.is_current_stream_capturing():
-            way = fastest(key, ways, cuda_time_ms, _CHOSEN)
+        way = chosen_way(key, ways, _CHOSEN)
     o = run_with(way, sdpa) if way in (DEFAULT, *FUSED) else ways[way]()
     return o.reshape(*q.shape[:-1], v.shape[-1]).to(out_dtype)
 

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..measure import DEFAULT, cuda_time_ms, fastest
+from ..measure import DEFAULT, chosen_way
 
 _TARGET_PROGRAMS = 264  # about two waves on a 132-SM H100/H200
 _MAX_SPLIT = 32
@@ -125,7 +125,5 @@ def small_m_linear(a, w, bias):
     for bn, bk, warps in _BLOCKS:
         ways[f"triton_gemv_{bn}x{bk}"] = lambda bn=bn, bk=bk, warps=warps: gemv(a, w, bias, bn, bk, warps)
     key = (tuple(a.shape), a.stride(), tuple(w.shape), bias is not None, a.dtype, a.device)
-    way = _CHOSEN.get(key, DEFAULT)
-    if key not in _CHOSEN and not torch.cuda.is_current_stream_capturing():
-        way = fastest(key, ways, cuda_time_ms, _CHOSEN)
+    way = chosen_way(key, ways, _CHOSEN)
     return ways[way]()

@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..measure import DEFAULT, cuda_time_ms, fastest
+from ..measure import DEFAULT, chosen_way
 
 MAX_EXPERTS = 4096  # a row in registers
 MAX_K = 64  # picks unrolled in the kernel
@@ -71,9 +71,7 @@ def fastest_softmax_topk(x: torch.Tensor, k: int, renormalize: bool,
     for tile, warps in _TILES:
         ways[f"triton_{tile}x{warps}"] = lambda tile=tile, warps=warps: softmax_topk(x, k, renormalize, tile, warps)
     key = (tuple(x.shape), x.stride(), x.dtype, k, renormalize, x.device)
-    way = _CHOSEN.get(key, DEFAULT)
-    if key not in _CHOSEN and not torch.cuda.is_current_stream_capturing():
-        way = fastest(key, ways, cuda_time_ms, _CHOSEN)
+    way = chosen_way(key, ways, _CHOSEN)
     return ways[way]()
 
 

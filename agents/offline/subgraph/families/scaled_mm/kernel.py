@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..measure import DEFAULT, cuda_time_ms, fastest
+from ..measure import DEFAULT, chosen_way
 
 # (BLOCK_M, BLOCK_N, warps, stages): small-M tiles stream the weight, large ones reuse it
 _TILES = ((16, 64, 4, 4), (64, 128, 4, 3), (128, 128, 8, 3))
@@ -86,7 +86,5 @@ def block_scaled_mm(a, a_scale, b, b_scale, a_block, b_block, out_dtype, referen
         ways[f"triton_{bm}x{bn}"] = lambda bm=bm, bn=bn, w=warps, s=stages: scaled_mm(
             a, a_scale, b, b_scale, a_block, b_block, out_dtype, bm, bn, w, s)  # fmt: skip
     key = (tuple(a.shape), tuple(b.shape), a.dtype, tuple(a_block), tuple(b_block), out_dtype, a.device)
-    way = _CHOSEN.get(key, DEFAULT)
-    if key not in _CHOSEN and not torch.cuda.is_current_stream_capturing():
-        way = fastest(key, ways, cuda_time_ms, _CHOSEN)
+    way = chosen_way(key, ways, _CHOSEN)
     return ways[way]()
