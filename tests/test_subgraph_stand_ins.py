@@ -107,3 +107,73 @@ def test_the_stand_in_on_a_gpu_agrees_with_torch_whichever_way_it_keeps(dtype):
     for bm, bn, bk, warps in kernel._TILES:
         torch.testing.assert_close(kernel.grouped_mm(a, b, offs, bm, bn, bk, warps), want, atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(GROUPED_MM(a, b, offs), want, atol=2e-2, rtol=2e-2)
+
+
+def _dispatch(tokens: int = 7, experts: int = 6, top_k: int = 2):
+    """The generator's MoE dispatch (stable sort by expert, gathered rows, ``torch.bincount`` counts per expert)."""
+    from solforge.problems.ops.common import token_rows
+    from solforge.problems.ops.composed import moe_dispatch
+
+    draft = moe_dispatch(hidden=16, experts=experts, top_k=top_k, dtype="float32", rows=token_rows((tokens,)))
+    scope: dict = {}
+    exec(compile(draft.reference, "reference.py", "exec"), scope)  # noqa: S102 - the generator's own source
+    args = scope["make_inputs"]({"T": tokens, "H": 16, "E": experts}, "cpu")
+    return scope["run"], tuple(args[n] for n in draft.inputs)
+
+
+def test_bincount_with_bins_given_traces_as_a_histogram_and_the_graph_computes_the_same():
+    from agents.offline.subgraph.stand_ins import stood_in
+
+    run, args = _dispatch()
+    gm = capture(run, args)
+    ops = [target_name(n) for n in gm.graph.nodes]
+    assert "histogram" in ops and "bincount" not in ops
+    assert stood_in(gm) == [("histogram", "bincount with no host sync")]
+    for got, want in zip(gm(*args), run(*args), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_bincount_of_unknown_length_is_not_stood_in():
+    from agents.offline.subgraph.capture import NotCapturable
+
+    with pytest.raises(NotCapturable):  # no minlength: the length is the data's, no graph has it
+        capture(lambda ids: torch.bincount(ids), (torch.tensor([0, 3, 3]),))
+    with pytest.raises(NotCapturable):  # weighted counts keep the aten op too
+        capture(lambda ids, w: torch.bincount(ids, w, minlength=4), (torch.tensor([0, 3]), torch.ones(2)))
+
+
+def test_the_sync_free_counts_equal_bincount_and_drop_what_falls_outside_the_bins():
+    from agents.offline.subgraph.stand_ins import _histogram, _histogram_cuda
+
+    ids = torch.randint(0, 9, (500,))
+    assert torch.equal(_histogram_cuda(ids, 9), torch.bincount(ids, minlength=9))
+    assert torch.equal(_histogram_cuda(ids.int(), 12), torch.bincount(ids, minlength=12))
+    outside = torch.tensor([0, 2, 2, 5, -1, 7])
+    assert _histogram_cuda(outside, 4).tolist() == [1, 0, 2, 0]
+    with pytest.raises(ValueError, match="past the last bin"):  # the plain op refuses what the counts would drop
+        _histogram(torch.tensor([0, 2, 5]), 4)
+
+
+def test_a_dispatch_problem_gets_a_subgraph_candidate_for_its_histogram(tmp_path):
+    from agents.offline.subgraph.solution import find
+    from sol_bench.problem import load_problem
+    from solforge.problems.generate import GenerateConfig, generate
+
+    generate(tmp_path / "set", GenerateConfig(seed=3, count=1, families=("moe_dispatch",), cpu_check_mib=16))
+    (problem_dir,) = [d for d in (tmp_path / "set").rglob("definition.json")]
+    found = find(load_problem(problem_dir.parent))
+    assert found.families == ("histogram",) and found.replaced[0].description == "histogram: bincount with no host sync"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_histogram_on_a_gpu_equals_bincount_inside_a_cuda_graph():
+    from agents.offline.subgraph.stand_ins import HISTOGRAM
+
+    ids = torch.randint(0, 128, (4096,), device="cuda")
+    HISTOGRAM(ids, 128)  # warm up outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # a host sync inside would raise here
+        counts = HISTOGRAM(ids, 128)
+    graph.replay()
+    assert torch.equal(counts, torch.bincount(ids, minlength=128))

@@ -22,6 +22,7 @@ import torch
 
 from .capture import NotCapturable, capture
 from .rewrite import Replaced, rewrite
+from .stand_ins import stood_in
 
 
 @dataclass
@@ -49,7 +50,7 @@ class Runner:
         target: Callable[..., Any] = self.fn
         try:
             gm, done = rewrite(capture(self.fn, inputs), device)
-            self.replaced[sig] = done
+            self.replaced[sig] = [*done, *(Replaced(name, f"{name}: {why}") for name, why in stood_in(gm))]
             target = gm
         except NotCapturable as e:
             self.replaced[sig] = str(e)

@@ -2,7 +2,7 @@
 
 ``find`` captures the reference on its smallest workload (fake tensors: nothing of the workload is computed)
 and replaces every region that reproduces on random CPU inputs; the candidate is planned only when at least
-one did. ``solution`` writes the candidate: ``kernel.py`` (the reference, ``replay.py``'s text and the entry
+one did, or when the capture stood in for an op with a host sync (``stand_ins.py``). ``solution`` writes the candidate: ``kernel.py`` (the reference, ``replay.py``'s text and the entry
 that hands them to ``runtime.Runner``) and this package's shipped modules as real files under
 ``sf_subgraph/``, which the judge puts on the candidate's import path.
 """
@@ -26,6 +26,7 @@ from .capture import NotCapturable, capture
 from .ops import NAMESPACE
 from .region import target_name
 from .rewrite import Replaced, rewrite
+from .stand_ins import stood_in
 
 PACKAGE = "sf_subgraph"  # the shipped package's import name inside a candidate
 # Ops that only view, move or cast data: not counted as the rest of a problem.
@@ -83,6 +84,9 @@ def find(problem: Problem) -> Found:
         gm, done = rewrite(gm, "cpu")
     except Exception as e:  # noqa: BLE001 - a matcher or check that breaks on this graph: no candidate
         return Found((), f"rewrite failed: {_what(e)}")
+    # a stand-in that takes a host sync out (a MoE layer's grouped GEMMs, its counts per expert) lets the whole
+    # call be one CUDA graph, which the reference itself cannot be: worth a candidate of its own
+    done = [*done, *(Replaced(name, f"{name}: {why}") for name, why in stood_in(gm))]
     rest = sorted(target_name(n) for n in gm.graph.nodes if n.op == "call_function" and _computes(n))
     return Found(tuple(done), "" if done else "no family region reproduced", tuple(rest))
 

@@ -6,8 +6,15 @@ nor compiles (Inductor propagates shapes with the same rule). During capture suc
 ``sf_subgraph.grouped_mm``: the same computation (it calls ``torch._grouped_mm``), with a shape rule of its own;
 the rest of the reference then traces, the families are found in it, and Inductor compiles around the call. On
 CUDA the call runs the fastest of torch's fallback and a grouped GEMM with no host sync (``grouped_mm_kernel.py``),
-so the whole layer can be one CUDA graph. Every other call keeps its aten op (``NotImplemented``: tracing goes on
-with the original).
+so the whole layer can be one CUDA graph.
+
+``torch.bincount(ids, minlength=m)`` (counting a MoE layer's tokens per expert) has no fake rule at all: its
+length is ``max(m, ids.max() + 1)``, known only after the values are read, and on CUDA the read is a host sync,
+so no CUDA graph holds it. Where ``minlength`` is given, the call becomes ``sf_subgraph.histogram``: ``m`` bins, the
+length a problem declaring a count per expert promises; on CUDA the counts are a scatter-add with no host sync
+(values outside ``[0, m)``, which would have made the reference's output longer than declared, are not counted;
+the plain version raises on them). Every other call keeps its aten op (``NotImplemented``: tracing goes on with the
+original).
 
 Shipped inside subgraph candidates: torch only (triton for the CUDA kernel, imported on first CUDA call).
 """
@@ -18,7 +25,7 @@ from typing import Any, Callable
 
 import torch
 
-from .ops import define
+from .ops import NAMESPACE, define
 
 
 def _grouped_mm(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
@@ -47,4 +54,49 @@ def _grouped_mm_stand_in(mat_a: Any, mat_b: Any, offs: Any = None, bias: Any = N
     return GROUPED_MM(mat_a, mat_b, offs)
 
 
-STAND_INS: dict[Any, Callable[..., Any]] = {torch.ops.aten._grouped_mm.default: _grouped_mm_stand_in}
+def _histogram(ids: torch.Tensor, bins: int) -> torch.Tensor:
+    counts = torch.bincount(ids, minlength=bins)
+    if counts.numel() != bins:
+        raise ValueError(f"histogram of {bins} bins: a value is {counts.numel() - 1}, past the last bin")
+    return counts
+
+
+def _histogram_fake(ids, bins):
+    return ids.new_empty((bins,), dtype=torch.int64)
+
+
+def _histogram_cuda(ids, bins):
+    inside = (ids >= 0) & (ids < bins)
+    at = torch.where(inside, ids, torch.zeros_like(ids)).long()
+    return torch.zeros(bins, dtype=torch.int64, device=ids.device).scatter_add_(0, at, inside.long())
+
+
+HISTOGRAM = define("histogram", _histogram, _histogram_fake, _histogram_cuda)
+
+
+def _bincount_stand_in(ids: Any, weights: Any = None, minlength: int = 0) -> Any:
+    """A count per value of a 1-D integer tensor into ``minlength`` bins (no weights)."""
+    if weights is not None or not minlength or ids.dim() != 1 or ids.dtype.is_floating_point:
+        return NotImplemented
+    return HISTOGRAM(ids, minlength)
+
+
+STAND_INS: dict[Any, Callable[..., Any]] = {
+    torch.ops.aten._grouped_mm.default: _grouped_mm_stand_in,
+    torch.ops.aten.bincount.default: _bincount_stand_in,
+}
+# what each stand-in changes about how a call runs, for a candidate's account of itself
+STOOD_IN = {
+    "grouped_mm": "grouped GEMM with no host sync",
+    "histogram": "bincount with no host sync",
+}
+
+
+def stood_in(gm: torch.fx.GraphModule) -> list[tuple[str, str]]:
+    """The stand-ins a captured graph calls: (name, what it changes) per call."""
+    out = []
+    for n in gm.graph.nodes:
+        name = getattr(n.target, "__name__", "").split(".")[0] if n.op == "call_function" else ""
+        if name in STOOD_IN and str(n.target).startswith(f"{NAMESPACE}."):
+            out.append((name, STOOD_IN[name]))
+    return out
