@@ -4,10 +4,12 @@ it, compile the rest with Inductor, and replay the whole call as one CUDA graph.
 The candidate's entry file holds the reference and ``agents/offline/replay.py``'s text (its ``_into``,
 ``_graphed`` and ``_signature`` are handed to ``Runner``, so the replay machinery is the one every
 reference-derived candidate uses). At the first call of a signature ``Runner`` traces the reference with
-fake tensors, rewrites the graph (each region checked on the call's device, against the family's kernel
-there, before it is replaced), and compiles the rewritten graph in destination-passing form (Inductor's
-kernels store into the judge's output buffers). A reference that does not trace is compiled as it is.
-Off CUDA nothing is compiled: the rewritten graph runs as it is (the families' CPU ops are plain torch).
+fake tensors (where data-dependent expert loops stop that: with the call's inputs, the loops grouped and checked
+against the reference on them, ``loops.py``), rewrites the graph (each region checked on the call's device,
+against the family's kernel there, before it is replaced), and compiles the rewritten graph in
+destination-passing form (Inductor's kernels store into the judge's output buffers). A reference that does not
+trace is compiled as it is. Off CUDA nothing is compiled: the rewritten graph runs as it is (the families' CPU
+ops are plain torch).
 
 Shipped inside subgraph candidates: torch only.
 """
@@ -21,6 +23,7 @@ from typing import Any, Callable
 import torch
 
 from .capture import NotCapturable, capture
+from .loops import grouped, told
 from .rewrite import Replaced, rewrite
 from .stand_ins import stood_in
 
@@ -49,8 +52,16 @@ class Runner:
         device = tensors[0].device if tensors else torch.device("cpu")
         target: Callable[..., Any] = self.fn
         try:
-            gm, done = rewrite(capture(self.fn, inputs), device)
-            self.replaced[sig] = [*done, *(Replaced(name, f"{name}: {why}") for name, why in stood_in(gm))]
+            try:
+                gm = capture(self.fn, inputs)
+            except NotCapturable as e:
+                try:  # expert loops made one grouped body (traced and checked on these inputs)
+                    gm = grouped(self.fn, inputs)
+                except NotCapturable as loop:
+                    raise NotCapturable(f"{e}; {loop}") from loop
+            gm, done = rewrite(gm, device)
+            self.replaced[sig] = [*(Replaced(n, why) for n, why in told(gm)), *done,
+                                  *(Replaced(name, f"{name}: {why}") for name, why in stood_in(gm))]  # fmt: skip
             target = gm
         except NotCapturable as e:
             self.replaced[sig] = str(e)

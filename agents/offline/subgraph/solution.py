@@ -26,6 +26,7 @@ from .capture import NotCapturable, capture
 from .ops import NAMESPACE
 from .region import target_name
 from .rewrite import Replaced, rewrite
+from .loops import grouped, told
 from .stand_ins import stood_in
 
 PACKAGE = "sf_subgraph"  # the shipped package's import name inside a candidate
@@ -35,6 +36,7 @@ _LAYOUT = {"view", "_unsafe_view", "reshape", "expand", "clone", "contiguous", "
            "_to_copy", "detach", "lift_fresh_copy", "copy"}  # fmt: skip
 _HERE = Path(__file__).parent
 _AGENT_ONLY = {"solution.py"}  # imports solforge: never shipped
+_REAL_TRACE_BYTES = 512 << 20  # a reference traced with real inputs runs on the CPU (twice): not the largest
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,20 @@ def _example_inputs(problem: Problem) -> list:
     return [torch.empty(v.shape, dtype=v.dtype) if isinstance(v, torch.Tensor) else v for v in meta.values()]
 
 
+def _grouped_loops(problem: Problem, fn, why: NotCapturable) -> torch.fx.GraphModule:
+    """The reference with its expert loops grouped (``loops.py``), traced on real inputs of the smallest workload
+    and checked on other inputs there; re-raises ``why`` where that fails too."""
+    d = problem.definition
+    w = min(problem.workloads, key=problem.workload_bytes)
+    if problem.workload_bytes(w) > _REAL_TRACE_BYTES:
+        raise NotCapturable(f"{why}; not traced with real inputs: {problem.workload_bytes(w) >> 20} MiB")
+    real = [list(make_inputs(d, w, "cpu", seed=s, reference=load_reference(d)).values()) for s in (0, 1)]
+    try:
+        return grouped(fn, real[0], check=real[1])
+    except NotCapturable as e:
+        raise NotCapturable(f"{why}; {e}") from e
+
+
 def find(problem: Problem) -> Found:
     """The verified family regions of ``problem``'s reference (CPU only). Never raises: whatever goes wrong
     (a reference that does not load or trace, inputs that need a device, a matcher's own error) is an empty
@@ -75,10 +91,14 @@ def find(problem: Problem) -> Found:
     except Exception as e:  # noqa: BLE001 - inputs that need a real device or data: no graph, no candidate
         return Found((), f"no example inputs: {_what(e)}")
     try:
-        gm = capture(load_reference(problem.definition).run, args)
+        fn = load_reference(problem.definition).run
+        try:
+            gm = capture(fn, args)
+        except NotCapturable as e:
+            gm = _grouped_loops(problem, fn, e)
     except NotCapturable as e:
         return Found((), f"not captured: {e}")
-    except Exception as e:  # noqa: BLE001 - a reference that does not load
+    except Exception as e:  # noqa: BLE001 - a reference that does not load, inputs that do not build
         return Found((), f"no reference: {_what(e)}")
     try:
         gm, done = rewrite(gm, "cpu")
@@ -86,7 +106,8 @@ def find(problem: Problem) -> Found:
         return Found((), f"rewrite failed: {_what(e)}")
     # a stand-in that takes a host sync out (a MoE layer's grouped GEMMs, its counts per expert) lets the whole
     # call be one CUDA graph, which the reference itself cannot be: worth a candidate of its own
-    done = [*done, *(Replaced(name, f"{name}: {why}") for name, why in stood_in(gm))]
+    done = [*(Replaced(n, why) for n, why in told(gm)), *done,
+            *(Replaced(name, f"{name}: {why}") for name, why in stood_in(gm))]
     rest = sorted(target_name(n) for n in gm.graph.nodes if n.op == "call_function" and _computes(n))
     return Found(tuple(done), "" if done else "no family region reproduced", tuple(rest))
 

@@ -1,0 +1,115 @@
+"""Expert loops (``agents/offline/subgraph/loops.py``): a MoE layer written as a loop over experts with
+``nonzero`` does not trace with fake tensors; traced with real inputs, its unrolled iterations become one grouped
+body (rows sorted by expert, grouped GEMMs over sync-free counts, one index_add) that computes what the loop does
+on inputs it was not traced on, and the families are then found inside it. Loops whose iterations differ, or
+whose body mixes rows, are refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from agents.offline.subgraph.capture import NotCapturable, capture
+from agents.offline.subgraph.loops import grouped, told
+from agents.offline.subgraph.region import target_name
+
+
+def _expert_loop(dtype: str = "float32", act: str = "silu", renormalize: bool = True, experts: int = 6):
+    """The generator's expert-loop MoE layer at a small size: its ``run`` and an inputs maker for ``tokens``."""
+    from solforge.problems.ops.common import token_rows
+    from solforge.problems.ops.composed import moe_expert_loop
+
+    draft = moe_expert_loop(hidden=32, intermediate=24, experts=experts, top_k=2, renormalize=renormalize, act=act,
+                            dtype=dtype, rows=token_rows((9,)))  # fmt: skip
+    scope: dict = {}
+    exec(compile(draft.reference, "reference.py", "exec"), scope)  # noqa: S102 - the generator's own source
+
+    def inputs(tokens: int, seed: int) -> tuple:
+        torch.manual_seed(seed)
+        args = scope["make_inputs"]({"T": tokens, "H": 32, "I": 24, "E": experts}, "cpu")
+        return tuple(args[n] for n in draft.inputs)
+
+    return scope["run"], inputs
+
+
+@pytest.mark.parametrize("dtype,act", [("float32", "silu"), ("bfloat16", "tanh"), ("float16", "silu")])
+def test_an_expert_loop_becomes_one_grouped_body_that_computes_the_loop(dtype, act):
+    run, inputs = _expert_loop(dtype, act)
+    with pytest.raises(NotCapturable):  # nonzero: no fake-tensor graph
+        capture(run, inputs(5, 0))
+    gm = grouped(run, inputs(5, 0), check=inputs(5, 1))
+    ops = [target_name(n) for n in gm.graph.nodes]
+    assert "nonzero" not in ops and ops.count("grouped_mm") == 2 and ops.count("histogram") == 1
+    assert ops.count("index_add") == 1 and told(gm) == [("expert_loop", told(gm)[0][1])]
+    for seed in (2, 3):  # experts the trace never saw get tokens here
+        args = inputs(5, seed)
+        torch.testing.assert_close(gm(*args), run(*args), rtol=1e-2 if dtype != "float32" else 1e-5, atol=1e-2)
+
+
+def test_a_loop_whose_iterations_differ_is_refused():
+    def run(x, ids, w):
+        out = torch.zeros_like(x)
+        for e in range(3):
+            token, slot = torch.nonzero(ids == e, as_tuple=True)
+            y = x[token] @ w[e].t()
+            out.index_add_(0, token, y * 2 if e == 1 else y)
+        return out
+
+    x, w = torch.randn(8, 4), torch.randn(3, 4, 4)
+    ids = torch.tensor([[0, 1], [1, 2], [2, 0], [0, 1], [1, 2], [2, 0], [0, 2], [1, 0]])
+    with pytest.raises(NotCapturable, match="differ"):
+        grouped(run, (x, ids, w))
+
+
+def test_a_body_that_mixes_rows_is_refused():
+    def run(x, ids, w):
+        out = torch.zeros_like(x)
+        for e in range(2):
+            token, _ = torch.nonzero(ids == e, as_tuple=True)
+            y = x[token] @ w[e].t()
+            out.index_add_(0, token, y - y.mean(dim=0))  # rows of one expert meet: not the same over all rows
+        return out
+
+    x, w, ids = torch.randn(6, 4), torch.randn(2, 4, 4), torch.tensor([[0, 1], [1, 0], [0, 1], [1, 0], [0, 1], [1, 0]])
+    with pytest.raises(NotCapturable, match="not row-wise"):
+        grouped(run, (x, ids, w))
+
+
+def test_a_generated_expert_loop_problem_gets_the_grouped_body_and_the_families_inside(tmp_path):
+    from agents.offline.subgraph.solution import find
+    from sol_bench.problem import load_problem
+    from solforge.problems.generate import GenerateConfig, generate
+
+    generate(tmp_path / "set", GenerateConfig(seed=11, count=1, families=("moe_expert_loop",), cpu_check_mib=64))
+    (definition,) = list((tmp_path / "set").rglob("definition.json"))
+    found = find(load_problem(Path(definition).parent))
+    assert {"expert_loop", "grouped_mm", "histogram", "routing", "gated"} <= set(found.families), found.why
+
+
+def test_the_subgraph_candidate_groups_the_loop_at_run_time_and_computes_the_reference(tmp_path):
+    """As the judge's worker loads it (on the CPU): each signature's first call traces with its own inputs."""
+    from agents.offline.subgraph import solution as subgraph_solution
+    from sol_bench.inputs import make_inputs, output_specs
+    from sol_bench.problem import load_problem
+    from sol_bench.reference import load_reference
+    from solforge.problems.generate import GenerateConfig, generate
+    from tests.test_subgraph_candidates import _candidate_module
+
+    generate(tmp_path / "set", GenerateConfig(seed=12, count=1, families=("moe_expert_loop",), cpu_check_mib=64))
+    (definition,) = list((tmp_path / "set").rglob("definition.json"))
+    problem = load_problem(Path(definition).parent)
+    sol = subgraph_solution.solution(problem, subgraph_solution.find(problem))
+    ref = load_reference(problem.definition)
+    with _candidate_module(sol, tmp_path / "candidate", "loop_candidate") as module:
+        for w in sorted(problem.workloads, key=problem.workload_bytes)[:2]:
+            for seed in (4, 5):
+                inputs = list(make_inputs(problem.definition, w, "cpu", seed=seed, reference=ref).values())
+                outs = [torch.empty(s, dtype=dt) for s, dt in output_specs(problem.definition, w).values()]
+                module.solforge_entry(*inputs, *outs)
+                want = ref.run(*inputs)
+                for got, want in zip(outs, (want,) if isinstance(want, torch.Tensor) else want, strict=True):
+                    torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
+        told_lines = [r.description for done in module._runner.replaced.values() for r in done]
+    assert len(module._runner.replaced) == 2 and sum("expert_loop" in d for d in told_lines) == 2
