@@ -113,3 +113,49 @@ def test_the_subgraph_candidate_groups_the_loop_at_run_time_and_computes_the_ref
                     torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
         told_lines = [r.description for done in module._runner.replaced.values() for r in done]
     assert len(module._runner.replaced) == 2 and sum("expert_loop" in d for d in told_lines) == 2
+
+
+def _hf_layer(x, router_logits, w1, w2, w3):
+    """A Mixtral-style sparse MoE block as the Hugging Face eager code writes it: a one-hot expert mask, then
+    ``torch.where`` per expert, rows gathered with a leading None, three linears, index_add in the model dtype."""
+    import torch.nn.functional as F
+
+    weights = torch.softmax(router_logits, dim=1, dtype=torch.float)
+    weights, chosen = torch.topk(weights, 2, dim=-1)
+    weights = (weights / weights.sum(dim=-1, keepdim=True)).to(x.dtype)
+    final = torch.zeros_like(x)
+    mask = F.one_hot(chosen, num_classes=w1.shape[0]).permute(2, 1, 0)
+    for e in range(w1.shape[0]):
+        idx, top_x = torch.where(mask[e])
+        rows = x[None, top_x].reshape(-1, x.shape[-1])
+        y = F.linear(F.silu(F.linear(rows, w1[e])) * F.linear(rows, w3[e]), w2[e]) * weights[top_x, idx, None]
+        final.index_add_(0, top_x, y.to(x.dtype))
+    return final
+
+
+@pytest.mark.parametrize("hidden,inter", [(16, 24), (12, 5)])  # 5: rows torch's grouped GEMM refuses (per group)
+def test_the_hugging_face_form_groups_too(hidden, inter):
+    def args(seed: int) -> tuple:
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(7, hidden, generator=g)
+        w1, w3 = torch.randn(5, inter, hidden, generator=g), torch.randn(5, inter, hidden, generator=g)
+        return x, torch.randn(7, 5, generator=g), w1, torch.randn(5, hidden, inter, generator=g), w3
+
+    gm = grouped(_hf_layer, args(0), check=args(1))
+    assert [name for name, _ in told(gm)] == ["expert_loop"]
+    assert "nonzero" not in [target_name(n) for n in gm.graph.nodes]
+    torch.testing.assert_close(gm(*args(2)), _hf_layer(*args(2)), rtol=1e-5, atol=1e-5)
+
+
+def test_one_hot_with_classes_given_captures_with_fake_tensors():
+    import torch.nn.functional as F
+
+    def run(ids):
+        return F.one_hot(ids, num_classes=6).sum(dim=(0, 1))
+
+    ids = torch.tensor([[0, 5], [2, 2]])
+    gm = capture(run, (ids,))
+    assert "one_hot" not in [target_name(n) for n in gm.graph.nodes]
+    assert torch.equal(gm(ids), run(ids))
+    with pytest.raises(NotCapturable):  # no class count: the length is the data's
+        capture(lambda i: F.one_hot(i), (ids,))

@@ -5,7 +5,7 @@ nothing. Non-tensor arguments are specialised into the graph (a scalar ``eps`` b
 why a graph belongs to one input signature. References with data-dependent ops (``nonzero``, boolean indexing,
 ``.item()``) do not trace to such a graph: ``capture`` raises ``NotCapturable`` and the caller runs the
 reference as it is. Calls whose fake-tensor rule refuses what the real op takes are traced as stand-ins
-(``stand_ins.py``).
+(``stand_ins.py``), and so is ``F.one_hot``.
 
 Shipped inside subgraph candidates: torch only.
 """
@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from .stand_ins import STAND_INS
+from .stand_ins import STAND_INS, OneHot
 
 
 class NotCapturable(Exception):
@@ -28,7 +28,7 @@ def capture(fn: Callable[..., Any], args: Sequence[Any]) -> torch.fx.GraphModule
     """``fn`` traced on ``args`` (real tensors of any size: only their metadata is read)."""
     try:
         with torch.no_grad():
-            gm = make_fx(fn, tracing_mode="fake", decomposition_table=STAND_INS)(*args)
+            gm = make_fx(_with_one_hot(fn), tracing_mode="fake", decomposition_table=STAND_INS)(*args)
     except Exception as e:  # noqa: BLE001 - any tracing failure means: no graph, run the reference as is
         raise NotCapturable(f"{type(e).__name__}: {str(e).strip()[:300]}") from e
     for node in gm.graph.nodes:
@@ -37,6 +37,14 @@ def capture(fn: Callable[..., Any], args: Sequence[Any]) -> torch.fx.GraphModule
             # which neither the matchers nor one CUDA graph can take
             raise NotCapturable(f"data-dependent value at {node.name} ({node.format_node()[:200]})")
     return gm
+
+
+def _with_one_hot(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def traced(*args: Any) -> Any:
+        with OneHot():
+            return fn(*args)
+
+    return traced
 
 
 def _data_dependent(v: Any) -> bool:

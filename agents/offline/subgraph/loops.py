@@ -26,8 +26,9 @@ from torch.fx import GraphModule, Node
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from .capture import NotCapturable, capture, val
+from .families.base import strip_casts
 from .region import is_op
-from .stand_ins import GROUPED_MM, HISTOGRAM, STAND_INS
+from .stand_ins import GROUPED_MM, HISTOGRAM, STAND_INS, OneHot
 
 aten = torch.ops.aten
 _ADDS = (aten.index_add_.default, aten.index_add.default)
@@ -42,6 +43,7 @@ _LOOPS = "solforge_expert_loops"  # GraphModule.meta key: the grouped loops' ite
 @dataclass(frozen=True)
 class _Iteration:
     add: Node  # the index_add onto the accumulator
+    ids: Node  # the routing's expert ids, [tokens, slots]
     expert: int
     token: Node
     slot: Node | None
@@ -50,26 +52,47 @@ class _Iteration:
 
 
 def trace_real(fn: Callable[..., Any], args: Sequence[Any]) -> GraphModule:
+    def traced(*a: Any) -> Any:
+        with OneHot():
+            return fn(*a)
+
     with torch.no_grad():
-        return make_fx(fn, tracing_mode="real", decomposition_table=STAND_INS)(*args)
+        return make_fx(traced, tracing_mode="real", decomposition_table=STAND_INS)(*args)
+
+
+def _mask_of(mask: Any) -> tuple[Node, int, int] | None:
+    """(ids, expert, the mask's token dimension) for an expert's mask over a [tokens, slots] ``ids``:
+    ``ids == e``, or ``one_hot(ids, E).permute(...)[e]`` (the Hugging Face layers' form), else None."""
+    if is_op(mask, "eq") and isinstance(mask.args[1], int) and not isinstance(mask.args[1], bool):
+        ids, expert, token_dim = mask.args[0], mask.args[1], 0
+    elif is_op(mask, "select") and mask.args[1] == 0 and isinstance(mask.args[2], int) and is_op(mask.args[0], "permute"):
+        perm = [d % 3 for d in mask.args[0].args[1]]
+        hot = strip_casts(mask.args[0].args[0])
+        if perm[0] != 2 or not is_op(hot, "eq") or not is_op(hot.args[0], "unsqueeze") or not is_op(hot.args[1], "arange"):
+            return None
+        if hot.args[0].args[1] not in (-1, 2) or len(hot.args[1].args) != 1:
+            return None
+        ids, expert, token_dim = hot.args[0].args[0], mask.args[2], perm[1:].index(0)
+    else:
+        return None
+    v = val(ids)
+    return (ids, expert, token_dim) if v is not None and v.dim() == 2 and not v.is_floating_point() else None
 
 
 def _routing_of(token: Node) -> tuple[Node, int, Node | None, tuple[Node, ...]] | None:
-    """(ids, expert, slot, source nodes) for ``token`` = ``nonzero(ids == expert)[:, 0]``, else None."""
-    if token.target is not operator.getitem or token.args[1] != 0 or not is_op(token.args[0], "unbind"):
+    """(ids, expert, slot, source nodes) for ``token``, the token column of ``nonzero`` of an expert's mask."""
+    if token.target is not operator.getitem or not is_op(token.args[0], "unbind"):
         return None
     unbind = token.args[0]
     nz = unbind.args[0]
-    if unbind.args[1:] not in ((1,), (-1,)) or not is_op(nz, "nonzero") or not is_op(nz.args[0], "eq"):
+    if unbind.args[1:] not in ((1,), (-1,)) or not is_op(nz, "nonzero") or (mask := _mask_of(nz.args[0])) is None:
         return None
-    eq = nz.args[0]
-    ids, expert = eq.args
-    v = val(ids)
-    if not isinstance(expert, int) or isinstance(expert, bool) or v is None or v.dim() != 2 or v.is_floating_point():
+    ids, expert, token_dim = mask
+    if token.args[1] != token_dim:
         return None
-    slots = [u for u in unbind.users if u.target is operator.getitem and u.args[1] == 1]
+    slots = [u for u in unbind.users if u.target is operator.getitem and u.args[1] == 1 - token_dim]
     slot = slots[0] if slots else None
-    return ids, expert, slot, (eq, nz, unbind, token, *slots)
+    return ids, expert, slot, (nz.args[0], nz, unbind, token, *slots)
 
 
 def _body(add: Node, leaves: set[Node]) -> tuple[Node, ...]:
@@ -110,7 +133,7 @@ def _loops(gm: GraphModule) -> list[list[_Iteration]]:
             ids, expert, slot, sources = routing
             ids_seen.add(ids)
             leaves = {add.args[2]} | ({slot} if slot is not None else set())
-            its.append(_Iteration(add, expert, add.args[2], slot, _body(add, leaves), sources))
+            its.append(_Iteration(add, ids, expert, add.args[2], slot, _body(add, leaves), sources))
         else:
             if len(ids_seen) == 1 and len({it.expert for it in its}) == len(its):
                 found.append(its)
@@ -168,7 +191,7 @@ def _group(gm: GraphModule, its: list[_Iteration]) -> None:
 
     The new nodes go where the loop ends, after everything its first body reads."""
     first, last = its[0], its[-1].add
-    ids = first.sources[0].args[0]
+    ids = first.ids
     top_k = val(ids).shape[1]
     g = gm.graph
 
@@ -198,6 +221,8 @@ def _group(gm: GraphModule, its: list[_Iteration]) -> None:
             env[n] = call(GROUPED_MM.default, (env[n.args[0]], b, offs))
         elif is_op(n, "index") and n.args[0] not in env and all(i in env or i is None for i in n.args[1]):
             env[n] = call(aten.index.Tensor, (n.args[0], [env.get(i) for i in n.args[1]]))
+        elif is_op(n, "view", "_unsafe_view", "reshape") and n.args[0] in env and n.args[1][:1] == [-1]:
+            env[n] = call(aten.reshape.default, (env[n.args[0]], list(n.args[1])))  # rows stay rows
         elif n.target is operator.getitem or (is_op(n, *_ROW_WISE) and not _mixes_rows(n, env)):
             env[n] = call(n.target, _mapped(n.args, env), _mapped(n.kwargs, env))
         else:

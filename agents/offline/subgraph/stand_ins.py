@@ -16,6 +16,11 @@ length a problem declaring a count per expert promises; on CUDA the counts are a
 the plain version raises on them). Every other call keeps its aten op (``NotImplemented``: tracing goes on with the
 original).
 
+``F.one_hot(ids, num_classes)`` reads ``ids``' range on the host even with ``num_classes`` given (to refuse values
+outside it), which stops any trace; it is never dispatched as one aten op, so ``OneHot`` (a torch-function mode
+held during capture) computes it as ``ids[..., None] == arange(num_classes)`` instead: the same for every input the
+reference accepts (it raises on the others).
+
 Shipped inside subgraph candidates: torch only (triton for the CUDA kernel, imported on first CUDA call).
 """
 
@@ -25,11 +30,21 @@ from typing import Any, Callable
 
 import torch
 
+from torch.overrides import TorchFunctionMode
+
 from .ops import NAMESPACE, define
 
 
 def _grouped_mm(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
-    return torch._grouped_mm(mat_a, mat_b, offs=offs)
+    try:
+        return torch._grouped_mm(mat_a, mat_b, offs=offs)
+    except RuntimeError:  # strides torch's kernels refuse (rows not a multiple of 16 bytes): a GEMM per group
+        out = mat_a.new_zeros((mat_a.shape[0], mat_b.shape[-1]))
+        start = 0
+        for g, end in enumerate(offs.tolist()):
+            out[start:end] = mat_a[start:end] @ mat_b[g]
+            start = end
+        return out
 
 
 def _grouped_mm_fake(mat_a, mat_b, offs):
@@ -100,3 +115,15 @@ def stood_in(gm: torch.fx.GraphModule) -> list[tuple[str, str]]:
         if name in STOOD_IN and str(n.target).startswith(f"{NAMESPACE}."):
             out.append((name, STOOD_IN[name]))
     return out
+
+
+class OneHot(TorchFunctionMode):
+    """``F.one_hot`` with ``num_classes`` given, as a comparison with ``arange`` (traces with no host read)."""
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.one_hot:
+            ids, classes = args[0], args[1] if len(args) > 1 else kwargs.get("num_classes", -1)
+            if classes > 0:
+                return (ids.unsqueeze(-1) == torch.arange(classes, device=ids.device)).long()
+        return func(*args, **kwargs)
