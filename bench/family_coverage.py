@@ -3,7 +3,7 @@ the reference does: CPU only, no GPU needed.
 
 For every problem directory at or below the given paths: the regions ``agents/offline/subgraph`` replaces in
 its reference (``solution.find``: traced at the smallest workload, each region checked on random CPU inputs
-against the family's op), whether the family was found inside a larger problem (the rewritten graph still
+against the family's op; and what the capture replaced: stand-ins, expert loops), whether the family was found inside a larger problem (the rewritten graph still
 holds other compute) or is the whole problem, and whether the rewritten graph's outputs match the
 reference's on the CPU at the smallest workload: in float32 (half-precision inputs widened) where the
 reference runs so, at a tight tolerance; else at the problem's dtypes and tolerance. Problems whose inputs
@@ -29,8 +29,8 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from agents.offline.subgraph import solution as subgraph_solution  # noqa: E402
-from agents.offline.subgraph.capture import capture  # noqa: E402
 from agents.offline.subgraph.families import FAMILIES  # noqa: E402
+from agents.offline.subgraph.loops import captured  # noqa: E402
 from agents.offline.subgraph.rewrite import rewrite  # noqa: E402
 from sol_bench.correctness import compare  # noqa: E402
 from sol_bench.inputs import make_inputs  # noqa: E402
@@ -66,7 +66,7 @@ def _outputs(x: Any) -> list[torch.Tensor]:
 
 def _matches(run: Any, args: list, tol: Tolerance) -> tuple[bool, str]:
     want = _outputs(run(*args))
-    gm, done = rewrite(capture(run, args), "cpu")
+    gm, done = rewrite(captured(run, args), "cpu")
     got = _outputs(gm(*args))
     if len(got) != len(want):
         return False, f"{len(got)} outputs, the reference has {len(want)}"
@@ -124,7 +124,9 @@ def survey(path: Path, max_elems: int) -> Row:
 
 def render(rows: list[Row]) -> str:
     out = [f"# Subgraph families found in {len(rows)} problems\n"]
-    for fam in (f.name for f in FAMILIES):
+    named = [f.name for f in FAMILIES]
+    # then what the capture itself replaced: stand-ins with no host sync, expert loops grouped
+    for fam in named + sorted({f for r in rows for f in r.families} - set(named)):
         hits = [r for r in rows if r.families[fam]]
         inside = sum(1 for r in hits if r.inside)
         matched = sum(1 for r in hits if r.check.startswith("match"))

@@ -12,6 +12,7 @@ Shipped inside subgraph candidates: torch only.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import torch
@@ -40,6 +41,7 @@ def capture(fn: Callable[..., Any], args: Sequence[Any]) -> torch.fx.GraphModule
 
 
 def _with_one_hot(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)  # the trace names its inputs after fn's parameters
     def traced(*args: Any) -> Any:
         with OneHot():
             return fn(*args)

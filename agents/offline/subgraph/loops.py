@@ -17,6 +17,7 @@ Shipped inside subgraph candidates: torch only.
 
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -52,6 +53,7 @@ class _Iteration:
 
 
 def trace_real(fn: Callable[..., Any], args: Sequence[Any]) -> GraphModule:
+    @functools.wraps(fn)  # the trace names its inputs after fn's parameters
     def traced(*a: Any) -> Any:
         with OneHot():
             return fn(*a)
@@ -278,6 +280,18 @@ def grouped(fn: Callable[..., Any], args: Sequence[Any], check: Sequence[Any] | 
         raise NotCapturable("expert loop: the grouped graph disagrees with the reference")
     gm.meta[_LOOPS] = [len(its) for its in loops]
     return gm
+
+
+def captured(fn: Callable[..., Any], args: Sequence[Any]) -> GraphModule:
+    """``capture``, and where that fails, the expert loops grouped on ``args`` (real inputs, the check's too);
+    ``NotCapturable`` naming both reasons where neither holds."""
+    try:
+        return capture(fn, args)
+    except NotCapturable as e:
+        try:
+            return grouped(fn, args)
+        except NotCapturable as loop:
+            raise NotCapturable(f"{e}; {loop}") from loop
 
 
 def told(gm: GraphModule) -> list[tuple[str, str]]:

@@ -22,8 +22,8 @@ from typing import Any, Callable
 
 import torch
 
-from .capture import NotCapturable, capture
-from .loops import grouped, told
+from .capture import NotCapturable
+from .loops import captured, told
 from .rewrite import Replaced, rewrite
 from .stand_ins import stood_in
 
@@ -52,14 +52,7 @@ class Runner:
         device = tensors[0].device if tensors else torch.device("cpu")
         target: Callable[..., Any] = self.fn
         try:
-            try:
-                gm = capture(self.fn, inputs)
-            except NotCapturable as e:
-                try:  # expert loops made one grouped body (traced and checked on these inputs)
-                    gm = grouped(self.fn, inputs)
-                except NotCapturable as loop:
-                    raise NotCapturable(f"{e}; {loop}") from loop
-            gm, done = rewrite(gm, device)
+            gm, done = rewrite(captured(self.fn, inputs), device)
             self.replaced[sig] = [*(Replaced(n, why) for n, why in told(gm)), *done,
                                   *(Replaced(name, f"{name}: {why}") for name, why in stood_in(gm))]  # fmt: skip
             target = gm
