@@ -159,3 +159,38 @@ def test_one_hot_with_classes_given_captures_with_fake_tensors():
     assert torch.equal(gm(ids), run(ids))
     with pytest.raises(NotCapturable):  # no class count: the length is the data's
         capture(lambda i: F.one_hot(i), (ids,))
+
+
+def _hf_layer_over_hit_experts(x, router_logits, w_gate_up, w_down):
+    """The newer Hugging Face form: the loop runs over the experts that got tokens (``nonzero`` of the mask's
+    counts), each a 0-d tensor indexing the mask and the weights (a host read per expert)."""
+    import torch.nn.functional as F
+
+    weights = torch.softmax(router_logits, dim=-1, dtype=torch.float)
+    weights, chosen = torch.topk(weights, 2, dim=-1)
+    weights = (weights / weights.sum(dim=-1, keepdim=True)).to(x.dtype)
+    final = torch.zeros_like(x)
+    mask = F.one_hot(chosen, num_classes=w_gate_up.shape[0]).permute(2, 1, 0)
+    hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+    for e in hit:
+        e = e[0]
+        slot, token = torch.where(mask[e])
+        gate, up = F.linear(x[token], w_gate_up[e]).chunk(2, dim=-1)
+        y = F.linear(F.silu(gate) * up, w_down[e]) * weights[token, slot, None]
+        final.index_add_(0, token, y.to(final.dtype))
+    return final
+
+
+def test_a_loop_over_the_experts_hit_groups_and_other_host_reads_are_refused():
+    from agents.offline.subgraph.loops import trace_real
+
+    def args(seed: int, tokens: int = 6) -> tuple:
+        g = torch.Generator().manual_seed(seed)
+        return (torch.randn(tokens, 16, generator=g), torch.randn(tokens, 5, generator=g),
+                torch.randn(5, 48, 16, generator=g), torch.randn(5, 16, 24, generator=g))  # fmt: skip
+
+    gm = grouped(_hf_layer_over_hit_experts, args(0, tokens=2), check=args(1, tokens=2))  # some experts unhit
+    assert [name for name, _ in told(gm)] == ["expert_loop"]
+    torch.testing.assert_close(gm(*args(2, tokens=2)), _hf_layer_over_hit_experts(*args(2, tokens=2)))
+    with pytest.raises(NotCapturable, match="read on the host"):  # a scale read on the host: not a loop index
+        trace_real(lambda x: x * x.abs().max().item(), (torch.randn(3),))

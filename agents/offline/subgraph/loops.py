@@ -1,7 +1,8 @@
 """Expert loops: a MoE layer written as a Python loop over experts, made one grouped computation.
 
-Eager MoE code often runs expert by expert: ``token, slot = torch.nonzero(ids == e, as_tuple=True)``, the
-routed rows through expert ``e``'s weights (``w[e]``), and ``out.index_add_(0, token, y * weights[token, slot])``.
+Eager MoE code often runs expert by expert: ``token, slot = torch.nonzero(ids == e, as_tuple=True)`` (or
+``torch.where`` of a one-hot mask, over every expert or over those ``nonzero`` says got tokens), the routed rows
+through expert ``e``'s weights (``w[e]``), and ``out.index_add_(0, token, y * weights[token, slot])``.
 Every ``nonzero`` reads its count on the host, so neither a fake-tensor trace nor a CUDA graph holds it
 (``capture`` raises ``NotCapturable``). Here the reference is traced with real inputs (the loop unrolled over the
 experts that got tokens), the unrolled iterations are checked to be one body differing only in the expert index,
@@ -24,7 +25,12 @@ from typing import Any, Callable, Sequence
 
 import torch
 from torch.fx import GraphModule, Node
-from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.proxy_tensor import (
+    disable_proxy_modes_tracing,
+    get_innermost_proxy_mode,
+    get_proxy_slot,
+    make_fx,
+)
 
 from .capture import NotCapturable, capture, val
 from .families.base import strip_casts
@@ -53,13 +59,42 @@ class _Iteration:
 
 
 def trace_real(fn: Callable[..., Any], args: Sequence[Any]) -> GraphModule:
+    """``fn`` traced running on ``args``: Python control flow follows these inputs. A value read on the host
+    from a ``nonzero`` result (``for e in (counts > 0).nonzero(): w[e]``: which experts got tokens) becomes a
+    constant, as a loop's expert index is in ``for e in range(E)``; any other host read refuses the trace."""
+    reads: list[Node | None] = []
+
+    def host_read(t: torch.Tensor) -> Any:
+        mode = get_innermost_proxy_mode()
+        slot = get_proxy_slot(t, mode.tracer, None) if mode is not None else None
+        reads.append(slot.proxy.node if slot is not None else None)
+        with disable_proxy_modes_tracing():
+            return t.item()
+
     @functools.wraps(fn)  # the trace names its inputs after fn's parameters
     def traced(*a: Any) -> Any:
         with OneHot():
             return fn(*a)
 
+    table = {**STAND_INS, aten._local_scalar_dense.default: host_read}
     with torch.no_grad():
-        return make_fx(traced, tracing_mode="real", decomposition_table=STAND_INS)(*args)
+        gm = make_fx(traced, tracing_mode="real", decomposition_table=table)(*args)
+    if not all(n is not None and _from_nonzero(n) for n in reads):
+        raise NotCapturable("a value read on the host (.item()) that is not an index from nonzero")
+    return gm
+
+
+def _from_nonzero(node: Node) -> bool:
+    todo, seen = [node], set()
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if is_op(n, "nonzero"):
+            return True
+        todo.extend(n.all_input_nodes)
+    return False
 
 
 def _mask_of(mask: Any) -> tuple[Node, int, int] | None:
