@@ -42,8 +42,7 @@ _ADDS = (aten.index_add_.default, aten.index_add.default)
 # ops that act on each routed row alone (or split its features): the same over all rows as over one expert's
 _ROW_WISE = {"mul", "add", "sub", "div", "neg", "sigmoid", "silu", "gelu", "tanh", "relu", "exp", "pow", "rsqrt",
              "erf", "_to_copy", "clamp", "minimum", "maximum", "where", "split", "split_with_sizes", "chunk",
-             "getitem", "square", "sqrt", "abs", "log", "softplus", "hardtanh", "leaky_relu", "elu", "gelu_"}  # fmt: skip
-_TRANSPOSES = {"t", "transpose", "permute"}
+             "getitem", "square", "sqrt", "abs", "log", "softplus", "hardtanh", "leaky_relu", "elu"}  # fmt: skip
 _LOOPS = "solforge_expert_loops"  # GraphModule.meta key: the grouped loops' iteration counts
 
 
@@ -151,13 +150,14 @@ def _body(add: Node, leaves: set[Node]) -> tuple[Node, ...]:
 def _chain(last: Node) -> list[Node]:
     """The index_adds feeding one another ending at ``last``, first first."""
     chain = [last]
-    while chain[-1].args[0].target in _ADDS if isinstance(chain[-1].args[0], Node) else False:
-        chain.append(chain[-1].args[0])
+    while isinstance(prev := chain[-1].args[0], Node) and prev.target in _ADDS:
+        chain.append(prev)
     return chain[::-1]
 
 
 def _loops(gm: GraphModule) -> list[list[_Iteration]]:
-    """Chains of index_adds (dim 0) whose index is ``nonzero(ids == e)``'s token column, one ids per chain."""
+    """Chains of index_adds (dim 0) each indexed by the token column of ``nonzero`` of an expert's mask, one
+    ids per chain and each expert once: the unrolled loops."""
     adds = [n for n in gm.graph.nodes if n.target in _ADDS]
     lasts = [n for n in adds if not any(u.target in _ADDS and u.args[0] is n for u in n.users)]
     found = []
@@ -213,13 +213,16 @@ def _canon(it: _Iteration) -> list[Any]:
 def _expert_weight(b: Any, expert: int) -> tuple[Node, bool] | None:
     """(stacked weights W, transposed) for ``b`` = ``W[expert]`` or its transpose, else None."""
     transposed = False
-    if is_op(b, *_TRANSPOSES):
-        v = val(b)
+    v = val(b)
+    swaps = is_op(b, "t") or (is_op(b, "transpose") and {d % 2 for d in b.args[1:3]} == {0, 1}) or (
+        is_op(b, "permute") and [d % 2 for d in b.args[1]] == [1, 0])
+    if swaps:
         if v is None or v.dim() != 2:
             return None
         b, transposed = b.args[0], True
-    if is_op(b, "select") and b.args[1] == 0 and b.args[2] == expert and val(b.args[0]) is not None:
-        return b.args[0], transposed
+    w = b.args[0] if is_op(b, "select") else None
+    if w is not None and b.args[1] == 0 and b.args[2] == expert and val(w) is not None and val(w).dim() == 3:
+        return w, transposed
     return None
 
 
