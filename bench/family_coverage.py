@@ -1,14 +1,14 @@
 """Where the subgraph families are found inside problems, and whether the rewritten graph still computes what
 the reference does: CPU only, no GPU needed.
 
-For every problem directory at or below the given paths: the regions ``agents/offline/subgraph`` replaces in
-its reference (``solution.find``: traced at the smallest workload, each region checked on random CPU inputs
-against the family's op; and what the capture replaced: stand-ins, expert loops), whether the family was found inside a larger problem (the rewritten graph still
-holds other compute) or is the whole problem, and whether the rewritten graph's outputs match the
-reference's on the CPU at the smallest workload: in float32 (half-precision inputs widened) where the
-reference runs so, at a tight tolerance; else at the problem's dtypes and tolerance. Problems whose inputs
-hold more than ``--max-elems`` elements are not run (the table says so). One Markdown table per family, then
-the problems where nothing was found, by reason.
+For every problem directory at or below the given paths: the regions ``agents/offline/subgraph`` replaces in its
+reference (``solution.find``: traced at the smallest workload, each region checked on random CPU inputs against
+the family's op; and what the capture replaced: stand-ins, expert loops), whether the family was found inside a
+larger problem (the rewritten graph still holds other compute) or is the whole problem, and whether the rewritten
+graph's outputs match the reference's on the CPU at the smallest workload: in float32 (half-precision inputs
+widened) where the reference runs so, at a tight tolerance; else at the problem's dtypes and tolerance. Problems
+whose inputs hold more than ``--max-elems`` elements are not run (the table says so). One Markdown table per
+family, then the problems where nothing was found, by reason.
 
     .venv/bin/python bench/family_coverage.py data/problems /tmp/gen99 -o family_coverage.md
 """

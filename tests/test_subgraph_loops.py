@@ -39,7 +39,7 @@ def test_an_expert_loop_becomes_one_grouped_body_that_computes_the_loop(dtype, a
     run, inputs = _expert_loop(dtype, act)
     with pytest.raises(NotCapturable):  # nonzero: no fake-tensor graph
         capture(run, inputs(5, 0))
-    gm = grouped(run, inputs(5, 0), check=inputs(5, 1))
+    gm = grouped(run, inputs(5, 0), check=[inputs(5, 1)])
     ops = [target_name(n) for n in gm.graph.nodes]
     assert "nonzero" not in ops and ops.count("grouped_mm") == 2 and ops.count("histogram") == 1
     assert ops.count("index_add") == 1 and told(gm) == [("expert_loop", told(gm)[0][1])]
@@ -141,7 +141,7 @@ def test_the_hugging_face_form_groups_too(hidden, inter):
         w1, w3 = torch.randn(5, inter, hidden, generator=g), torch.randn(5, inter, hidden, generator=g)
         return x, torch.randn(7, 5, generator=g), w1, torch.randn(5, hidden, inter, generator=g), w3
 
-    gm = grouped(_hf_layer, args(0), check=args(1))
+    gm = grouped(_hf_layer, args(0), check=[args(1)])
     assert [name for name, _ in told(gm)] == ["expert_loop"]
     assert "nonzero" not in [target_name(n) for n in gm.graph.nodes]
     torch.testing.assert_close(gm(*args(2)), _hf_layer(*args(2)), rtol=1e-5, atol=1e-5)
@@ -189,8 +189,24 @@ def test_a_loop_over_the_experts_hit_groups_and_other_host_reads_are_refused():
         return (torch.randn(tokens, 16, generator=g), torch.randn(tokens, 5, generator=g),
                 torch.randn(5, 48, 16, generator=g), torch.randn(5, 16, 24, generator=g))  # fmt: skip
 
-    gm = grouped(_hf_layer_over_hit_experts, args(0, tokens=2), check=args(1, tokens=2))  # some experts unhit
+    gm = grouped(_hf_layer_over_hit_experts, args(0, tokens=2), check=[args(1, tokens=2)])  # some experts unhit
     assert [name for name, _ in told(gm)] == ["expert_loop"]
     torch.testing.assert_close(gm(*args(2, tokens=2)), _hf_layer_over_hit_experts(*args(2, tokens=2)))
     with pytest.raises(NotCapturable, match="read on the host"):  # a scale read on the host: not a loop index
         trace_real(lambda x: x * x.abs().max().item(), (torch.randn(3),))
+
+
+def test_a_constant_read_past_the_dispatcher_is_caught_by_the_check_on_other_inputs():
+    def run(x, ids, w):
+        out = torch.zeros_like(x)
+        for e in range(2):
+            token, _ = torch.nonzero(ids == e, as_tuple=True)
+            out.index_add_(0, token, x[token] @ w[e].t())
+        return out * len(token.tolist())  # the last expert's rows, read with .tolist(): no .item() the trace sees
+
+    w = torch.randn(2, 4, 4)
+    one = (torch.randn(4, 4), torch.tensor([[0, 1], [1, 0], [0, 1], [1, 0]]), w)
+    other = (torch.randn(4, 4), torch.tensor([[0, 1], [0, 1], [0, 1], [0, 0]]), w)  # 3 rows for expert 1, not 4
+    assert grouped(run, one, check=[one])  # on the traced inputs the constant holds
+    with pytest.raises(NotCapturable, match="disagrees"):
+        grouped(run, one, check=[other])

@@ -59,8 +59,9 @@ class _Iteration:
 
 def trace_real(fn: Callable[..., Any], args: Sequence[Any]) -> GraphModule:
     """``fn`` traced running on ``args``: Python control flow follows these inputs. A value read on the host
-    from a ``nonzero`` result (``for e in (counts > 0).nonzero(): w[e]``: which experts got tokens) becomes a
-    constant, as a loop's expert index is in ``for e in range(E)``; any other host read refuses the trace."""
+    with ``.item()`` from a ``nonzero`` result (``for e in (counts > 0).nonzero(): w[e]``: which experts got
+    tokens) becomes a constant, as a loop's expert index is in ``for e in range(E)``; any other ``.item()``
+    refuses the trace."""
     reads: list[Node | None] = []
 
     def host_read(t: torch.Tensor) -> Any:
@@ -101,10 +102,12 @@ def _mask_of(mask: Any) -> tuple[Node, int, int] | None:
     ``ids == e``, or ``one_hot(ids, E).permute(...)[e]`` (the Hugging Face layers' form), else None."""
     if is_op(mask, "eq") and isinstance(mask.args[1], int) and not isinstance(mask.args[1], bool):
         ids, expert, token_dim = mask.args[0], mask.args[1], 0
-    elif is_op(mask, "select") and mask.args[1] == 0 and isinstance(mask.args[2], int) and is_op(mask.args[0], "permute"):
+    elif is_op(mask, "select") and mask.args[1] == 0 and isinstance(mask.args[2], int) and is_op(mask.args[0],
+                                                                                                   "permute"):
         perm = [d % 3 for d in mask.args[0].args[1]]
         hot = strip_casts(mask.args[0].args[0])
-        if perm[0] != 2 or not is_op(hot, "eq") or not is_op(hot.args[0], "unsqueeze") or not is_op(hot.args[1], "arange"):
+        one_hot = is_op(hot, "eq") and is_op(hot.args[0], "unsqueeze") and is_op(hot.args[1], "arange")
+        if perm[0] != 2 or not one_hot:
             return None
         if hot.args[0].args[1] not in (-1, 2) or len(hot.args[1].args) != 1:
             return None
@@ -298,10 +301,13 @@ def _mapped(a: Any, env: dict[Node, Node]) -> Any:
     return a
 
 
-def grouped(fn: Callable[..., Any], args: Sequence[Any], check: Sequence[Any] | None = None) -> GraphModule:
-    """The reference with its expert loops grouped, traced with fake tensors, and checked against ``fn`` on
-    ``check`` (inputs of the same shapes; default ``args``). ``NotCapturable`` where it has no expert loop, where
-    one is not one body over the experts, where something data-dependent stays, or where the check fails."""
+def grouped(fn: Callable[..., Any], args: Sequence[Any], check: Sequence[Sequence[Any]] = ()) -> GraphModule:
+    """The reference with its expert loops grouped, traced with fake tensors, and checked against ``fn`` on each
+    input set of ``check`` (the same shapes; default: ``args``). ``NotCapturable`` where it has no expert loop,
+    where one is not one body over the experts, where something data-dependent stays, or where a check fails.
+
+    A host read the dispatcher sees (``.item()``) is refused unless it is a loop's index; one it does not see
+    (``.tolist()``, ``.numpy()``) leaves a constant that only a check on other inputs can catch."""
     gm = trace_real(fn, args)
     loops = _loops(gm)
     if not loops:
@@ -314,7 +320,7 @@ def grouped(fn: Callable[..., Any], args: Sequence[Any], check: Sequence[Any] | 
     gm.graph.lint()
     gm.recompile()
     gm = capture(gm, args)
-    if not agrees(gm, fn, args if check is None else check):
+    if not all(agrees(gm, fn, inputs) for inputs in (check or (args,))):
         raise NotCapturable("expert loop: the grouped graph disagrees with the reference")
     gm.meta[_LOOPS] = [len(its) for its in loops]
     return gm

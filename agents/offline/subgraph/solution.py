@@ -1,9 +1,10 @@
 """Agent side: find the families inside a problem's reference, and render the subgraph candidate.
 
-``find`` captures the reference on its smallest workload (fake tensors: nothing of the workload is computed)
-and replaces every region that reproduces on random CPU inputs; the candidate is planned only when at least
-one did, or when the capture stood in for an op with a host sync (``stand_ins.py``). ``solution`` writes the candidate: ``kernel.py`` (the reference, ``replay.py``'s text and the entry
-that hands them to ``runtime.Runner``) and this package's shipped modules as real files under
+``find`` captures the reference on its smallest workload (fake tensors: nothing of the workload is computed; where
+expert loops stop that, real inputs and ``loops.py``) and replaces every region that reproduces on random CPU
+inputs; the candidate is planned only when at least one did, or when the capture stood in for an op with a host
+sync (``stand_ins.py``). ``solution`` writes the candidate: ``kernel.py`` (the reference, ``replay.py``'s text and
+the entry that hands them to ``runtime.Runner``) and this package's shipped modules as real files under
 ``sf_subgraph/``, which the judge puts on the candidate's import path.
 """
 
@@ -36,7 +37,7 @@ _LAYOUT = {"view", "_unsafe_view", "reshape", "expand", "clone", "contiguous", "
            "_to_copy", "detach", "lift_fresh_copy", "copy"}  # fmt: skip
 _HERE = Path(__file__).parent
 _AGENT_ONLY = {"solution.py"}  # imports solforge: never shipped
-_REAL_TRACE_BYTES = 512 << 20  # a reference traced with real inputs runs on the CPU (twice): not the largest
+_REAL_TRACE_BYTES = 512 << 20  # traced with real inputs, run on the CPU on three input sets: not the largest
 
 
 @dataclass(frozen=True)
@@ -68,14 +69,14 @@ def _example_inputs(problem: Problem) -> list:
 
 def _grouped_loops(problem: Problem, fn, why: NotCapturable) -> torch.fx.GraphModule:
     """The reference with its expert loops grouped (``loops.py``), traced on real inputs of the smallest workload
-    and checked on other inputs there; re-raises ``why`` where that fails too."""
+    and checked on inputs of two other seeds there; re-raises ``why`` where that fails too."""
     d = problem.definition
     w = min(problem.workloads, key=problem.workload_bytes)
     if problem.workload_bytes(w) > _REAL_TRACE_BYTES:
         raise NotCapturable(f"{why}; not traced with real inputs: {problem.workload_bytes(w) >> 20} MiB")
-    real = [list(make_inputs(d, w, "cpu", seed=s, reference=load_reference(d)).values()) for s in (0, 1)]
+    real = [list(make_inputs(d, w, "cpu", seed=s, reference=load_reference(d)).values()) for s in (0, 1, 2)]
     try:
-        return grouped(fn, real[0], check=real[1])
+        return grouped(fn, real[0], check=real[1:])
     except NotCapturable as e:
         raise NotCapturable(f"{why}; {e}") from e
 
