@@ -210,3 +210,48 @@ def test_a_constant_read_past_the_dispatcher_is_caught_by_the_check_on_other_inp
     assert grouped(run, one, check=[one])  # on the traced inputs the constant holds
     with pytest.raises(NotCapturable, match="disagrees"):
         grouped(run, one, check=[other])
+
+
+def _deepseek_layer(x, topk_ids, topk_weight, w_up, w_down):
+    """DeepSeek's ``moe_infer`` form: rows sorted by expert, each expert's slice cut by counts read on the host
+    (``.cpu().numpy()``), the pieces joined with ``cat`` and put back in token order."""
+    counts = topk_ids.new_zeros((topk_ids.shape[0], w_up.shape[0]))
+    counts.scatter_(1, topk_ids, 1)
+    per_expert = counts.sum(dim=0)
+    order = topk_ids.view(-1).argsort()
+    rows = x[order // topk_ids.shape[1]]
+    pieces, start = [], 0
+    for e, n in enumerate(per_expert.cpu().numpy()):
+        if n == 0:
+            continue
+        pieces.append(torch.relu(rows[start:start + n] @ w_up[e].t()) @ w_down[e].t())
+        start += n
+    joined = torch.cat(pieces, dim=0)
+    back = torch.empty_like(joined)
+    back[order] = joined
+    return (back.view(*topk_ids.shape, -1) * topk_weight.unsqueeze(-1)).sum(dim=1)
+
+
+def test_the_deepseek_form_groups_its_slices_by_the_counts_tensor():
+    def args(seed: int, tokens: int) -> tuple:
+        g = torch.Generator().manual_seed(seed)
+        ids = torch.topk(torch.randn(tokens, 6, generator=g), 2).indices
+        return (torch.randn(tokens, 16, generator=g), ids, torch.rand(tokens, 2, generator=g),
+                torch.randn(6, 8, 16, generator=g), torch.randn(6, 16, 8, generator=g))  # fmt: skip
+
+    gm = grouped(_deepseek_layer, args(0, 3), check=[args(1, 3), args(2, 3)])  # 3 tokens: some experts unhit
+    ops = [target_name(n) for n in gm.graph.nodes]
+    assert ops.count("grouped_mm") == 2 and "cat" not in ops and "slice" not in ops
+    torch.testing.assert_close(gm(*args(4, 3)), _deepseek_layer(*args(4, 3)), rtol=1e-5, atol=1e-5)
+
+
+def test_slices_cut_by_counts_the_graph_does_not_hold_are_refused():
+    def run(x, w):  # bounds from a Python list: no tensor in the graph says where each expert's rows end
+        pieces, start = [], 0
+        for e, n in enumerate([2, 1, 3]):
+            pieces.append(x[start:start + n] @ w[e].t())
+            start += n
+        return torch.cat(pieces)
+
+    with pytest.raises(NotCapturable, match="row counts"):
+        grouped(run, (torch.randn(6, 4), torch.randn(3, 4, 4)))

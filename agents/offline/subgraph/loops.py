@@ -2,16 +2,19 @@
 
 Eager MoE code often runs expert by expert: ``token, slot = torch.nonzero(ids == e, as_tuple=True)`` (or
 ``torch.where`` of a one-hot mask, over every expert or over those ``nonzero`` says got tokens), the routed rows
-through expert ``e``'s weights (``w[e]``), and ``out.index_add_(0, token, y * weights[token, slot])``.
-Every ``nonzero`` reads its count on the host, so neither a fake-tensor trace nor a CUDA graph holds it
-(``capture`` raises ``NotCapturable``). Here the reference is traced with real inputs (the loop unrolled over the
-experts that got tokens), the unrolled iterations are checked to be one body differing only in the expert index,
-and they are replaced by that body run once over every routed row sorted by expert: rows gathered in expert
-order, each ``mm`` with an expert's weight a grouped GEMM (``stand_ins.GROUPED_MM``) over per-expert offsets
-counted with no host sync (``stand_ins.HISTOGRAM``), row-wise ops as they are, and one ``index_add`` back. The
-result is traced again with fake tensors (its shapes now follow the inputs' alone) and checked against the
-reference on the inputs given: experts with no tokens in the trace were not seen, so only the check says the
-loop ran the same body over every expert.
+through expert ``e``'s weights (``w[e]``), and ``out.index_add_(0, token, y * weights[token, slot])``; or, as
+DeepSeek's ``moe_infer`` does, rows sorted by expert cut into slices by counts read on the host, each slice
+through its expert, the pieces joined with ``cat`` (the counts tensor is found in the graph by its values). Every
+``nonzero`` (every count read on the host) is a host sync, so neither a fake-tensor trace nor a CUDA graph holds
+it (``capture`` raises ``NotCapturable``). Here the reference is traced with real inputs (the loop unrolled over
+the experts that got tokens), the unrolled iterations are checked to be one body differing only in the expert
+index, and they are replaced by that body run once over every routed row sorted by expert: rows gathered in expert
+order (or the sorted rows the slices were cut from), each ``mm`` with an expert's weight a grouped GEMM
+(``stand_ins.GROUPED_MM``) over per-expert offsets counted with no host sync (``stand_ins.HISTOGRAM``, or the
+counts tensor), row-wise ops as they are, and one ``index_add`` back (or the body's output where the ``cat`` was).
+The result is traced again with fake tensors (its shapes now follow the inputs' alone) and checked against the
+reference on the inputs given: experts with no tokens in the trace were not seen, so only the check says the loop
+ran the same body over every expert.
 
 Shipped inside subgraph candidates: torch only.
 """
@@ -135,19 +138,8 @@ def _routing_of(token: Node) -> tuple[Node, int, Node | None, tuple[Node, ...]] 
 
 
 def _body(add: Node, leaves: set[Node]) -> tuple[Node, ...]:
-    """The nodes between ``leaves`` (token, slot) and the add's source that depend on a leaf."""
-    order = {n: i for i, n in enumerate(add.graph.nodes)}
-    dependent: dict[Node, bool] = {}
-
-    def depends(n: Node) -> bool:
-        if n in leaves:
-            return True
-        if n not in dependent:
-            dependent[n] = any([depends(a) for a in n.all_input_nodes])  # every input visited: no short cut
-        return dependent[n]
-
-    depends(add.args[3])
-    return tuple(sorted([n for n, d in dependent.items() if d] + [add], key=order.__getitem__))
+    """The nodes between ``leaves`` (token, slot) and the add's source that depend on a leaf, then the add."""
+    return (*_body_to(add.args[3], leaves), add)
 
 
 def _chain(last: Node) -> list[Node]:
@@ -180,18 +172,17 @@ def _loops(gm: GraphModule) -> list[list[_Iteration]]:
     return found
 
 
-def _canon(it: _Iteration) -> list[Any]:
-    """The iteration's body with its own nodes numbered, its token, slot and expert index named: equal for two
-    iterations exactly when they compute the same on their own experts."""
-    own = {n: i for i, n in enumerate(it.body)}
+def _canon(body: Sequence[Node], leaves: dict[Node, str], expert: int, end: Node | None = None) -> list[Any]:
+    """``body`` with its own nodes numbered, its leaves (token, slot, rows) and expert index named, ``end``'s
+    first argument (the accumulator) left out: equal for two iterations exactly when they compute the same on
+    their own experts."""
+    own = {n: i for i, n in enumerate(body)}
     memo: dict[Node, Any] = {}
 
     def arg(a: Any) -> Any:
         if isinstance(a, Node):
-            if a is it.token:
-                return "TOKEN"
-            if a is it.slot:
-                return "SLOT"
+            if a in leaves:
+                return leaves[a]
             if a in own:
                 return ("own", own[a])
             return outside(a)
@@ -203,14 +194,19 @@ def _canon(it: _Iteration) -> list[Any]:
         if n not in memo:
             if n.op != "call_function":
                 memo[n] = n.name
-            elif is_op(n, "select") and n.args[1] == 0 and n.args[2] == it.expert:
+            elif is_op(n, "select") and n.args[1] == 0 and n.args[2] == expert:
                 memo[n] = ("EXPERT", arg(n.args[0]))
             else:
                 memo[n] = (str(n.target), arg(n.args), tuple(sorted((k, arg(v)) for k, v in n.kwargs.items())))
         return memo[n]
 
-    return [(str(n.target), arg(n.args[1:] if n is it.add else n.args), arg(tuple(sorted(n.kwargs.items()))))
-            for n in it.body]  # fmt: skip
+    return [(str(n.target), arg(n.args[1:] if n is end else n.args), arg(tuple(sorted(n.kwargs.items()))))
+            for n in body]  # fmt: skip
+
+
+def _canon_of(it: _Iteration) -> list[Any]:
+    leaves = {it.token: "TOKEN"} | ({it.slot: "SLOT"} if it.slot is not None else {})
+    return _canon(it.body, leaves, it.expert, it.add)
 
 
 def _expert_weight(b: Any, expert: int) -> tuple[Node, bool] | None:
@@ -229,28 +225,15 @@ def _expert_weight(b: Any, expert: int) -> tuple[Node, bool] | None:
     return None
 
 
-def _group(gm: GraphModule, its: list[_Iteration]) -> None:
-    """Replace one loop's iterations by its first body over all routed rows (raises ``NotCapturable``).
-
-    The new nodes go where the loop ends, after everything its first body reads."""
-    first, last = its[0], its[-1].add
-    ids = first.ids
-    top_k = val(ids).shape[1]
-    g = gm.graph
-
-    def call(target: Any, args: tuple, kwargs: dict | None = None) -> Node:
-        with g.inserting_before(last):
-            return g.call_function(target, args, kwargs or {})
-
-    flat = call(aten.reshape.default, (ids, [-1]))
-    order = call(operator.getitem, (call(aten.sort.stable, (flat,), {"stable": True}), 1))
-    env: dict[Node, Node] = {first.token: call(aten.floor_divide.default, (order, top_k))}
-    if first.slot is not None:
-        env[first.slot] = call(aten.remainder.Scalar, (order, top_k))
+def _grouped_body(call: Callable[..., Node], body: Sequence[Node], env: dict[Node, Node], expert: int,
+                  counts_of: Callable[[int], Node]) -> int:  # fmt: skip
+    """Map ``body`` (one expert's nodes, in order) into ``env`` over every routed row: each ``mm`` by the expert's
+    weight a grouped GEMM over the offsets of ``counts_of(experts)``, row-wise ops as they are. Returns how many
+    experts the weights are stacked over (raises ``NotCapturable``)."""
     offs, experts = None, None
-    for n in first.body[:-1]:
+    for n in body:
         if is_op(n, "mm") and n.args[0] in env and n.args[1] not in env:
-            weight = _expert_weight(n.args[1], first.expert)
+            weight = _expert_weight(n.args[1], expert)
             if weight is None:
                 raise NotCapturable(f"expert loop: {n.name} multiplies by something not an expert's weight")
             w, transposed = weight
@@ -258,8 +241,8 @@ def _group(gm: GraphModule, its: list[_Iteration]) -> None:
                 raise NotCapturable(f"expert loop: weights stacked over {experts} and {val(w).shape[0]} experts")
             experts = val(w).shape[0]
             if offs is None:
-                counts = call(HISTOGRAM.default, (flat, experts))
-                offs = call(aten._to_copy.default, (call(aten.cumsum.default, (counts, 0)),), {"dtype": torch.int32})
+                offs = call(aten._to_copy.default, (call(aten.cumsum.default, (counts_of(experts), 0)),),
+                            {"dtype": torch.int32})  # fmt: skip
             b = call(aten.transpose.int, (w, -2, -1)) if transposed else w
             env[n] = call(GROUPED_MM.default, (env[n.args[0]], b, offs))
         elif is_op(n, "index") and n.args[0] not in env and all(i in env or i is None for i in n.args[1]):
@@ -270,14 +253,43 @@ def _group(gm: GraphModule, its: list[_Iteration]) -> None:
             env[n] = call(n.target, _mapped(n.args, env), _mapped(n.kwargs, env))
         else:
             raise NotCapturable(f"expert loop: {n.format_node()[:120]} is not row-wise")
-    if experts is None or any(not 0 <= it.expert < experts for it in its):
-        raise NotCapturable("expert loop: no expert weights, or an expert index outside them")
+    if experts is None:
+        raise NotCapturable("expert loop: no GEMM by an expert's weight")
+    return experts
+
+
+def _inserter(gm: GraphModule, before: Node) -> Callable[..., Node]:
+    def call(target: Any, args: tuple, kwargs: dict | None = None) -> Node:
+        with gm.graph.inserting_before(before):
+            return gm.graph.call_function(target, args, kwargs or {})
+
+    return call
+
+
+def _erase(gm: GraphModule, doomed: set[Node]) -> None:
+    for n in reversed([m for m in gm.graph.nodes if m in doomed]):
+        if not n.users:
+            gm.graph.erase_node(n)
+
+
+def _group(gm: GraphModule, its: list[_Iteration]) -> None:
+    """Replace one loop's iterations by its first body over all routed rows (raises ``NotCapturable``).
+
+    The new nodes go where the loop ends, after everything its first body reads."""
+    first, last = its[0], its[-1].add
+    top_k = val(first.ids).shape[1]
+    call = _inserter(gm, last)
+    flat = call(aten.reshape.default, (first.ids, [-1]))
+    order = call(operator.getitem, (call(aten.sort.stable, (flat,), {"stable": True}), 1))
+    env: dict[Node, Node] = {first.token: call(aten.floor_divide.default, (order, top_k))}
+    if first.slot is not None:
+        env[first.slot] = call(aten.remainder.Scalar, (order, top_k))
+    experts = _grouped_body(call, first.body[:-1], env, first.expert, lambda e: call(HISTOGRAM.default, (flat, e)))
+    if any(not 0 <= it.expert < experts for it in its):
+        raise NotCapturable("expert loop: an expert index outside the stacked weights")
     summed = call(aten.index_add.default, (first.add.args[0], 0, env[first.token], env[first.add.args[3]]))
     last.replace_all_uses_with(summed)
-    doomed = {n for it in its for n in (*it.body, *it.sources)}
-    for n in reversed([m for m in g.nodes if m in doomed]):
-        if not n.users:
-            g.erase_node(n)
+    _erase(gm, {n for it in its for n in (*it.body, *it.sources)})
 
 
 def _mixes_rows(n: Node, env: dict[Node, Node]) -> bool:
@@ -301,6 +313,133 @@ def _mapped(a: Any, env: dict[Node, Node]) -> Any:
     return a
 
 
+@dataclass(frozen=True)
+class _Segment:
+    """One expert's rows as a slice of rows sorted by expert (``sorted[start:end]``, bounds read on the host),
+    through its body to one of the pieces a ``cat`` joins."""
+
+    rows: Node  # the slice
+    start: int
+    end: int
+    expert: int
+    body: tuple[Node, ...]  # the nodes that depend on the slice, in graph order, ending at the cat's piece
+
+
+def _segment_loops(gm: GraphModule) -> list[tuple[Node, list[_Segment]]]:
+    """``cat`` nodes (dim 0) whose every piece is a body over consecutive slices of one tensor covering all of
+    its rows, each multiplying by a stacked weight's expert in increasing order: the DeepSeek form of the loop."""
+    found = []
+    for cat in [n for n in gm.graph.nodes if is_op(n, "cat") and (n.args[1:] or n.kwargs.get("dim", 0)) in ((0,), 0)]:
+        pieces = cat.args[0]
+        slices = [_slice_under(p) for p in pieces]
+        if not pieces or any(x is None for x in slices) or len({x.args[0] for x in slices}) != 1:
+            continue
+        segs = []
+        for piece, sl in zip(pieces, slices):
+            body = _body_to(piece, {sl})
+            experts = {w.args[2] for w in _selects(body)}
+            if len(experts) != 1:
+                break
+            segs.append(_Segment(sl, sl.args[2], sl.args[3], experts.pop(), body))
+        else:
+            bounds = [(x.start, x.end) for x in segs]
+            rows = val(slices[0].args[0]).shape[0]
+            consecutive = bounds[0][0] == 0 and bounds[-1][1] == rows and all(
+                a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+            if consecutive and all(a.expert < b.expert for a, b in zip(segs, segs[1:])):
+                found.append((cat, segs))
+    return found
+
+
+def _slice_under(piece: Node) -> Node | None:
+    """The one dim-0 slice with int bounds that ``piece`` is computed from, else None."""
+    todo, seen, hits = [piece], set(), set()
+    while todo:
+        n = todo.pop()
+        if n in seen or not isinstance(n, Node):
+            continue
+        seen.add(n)
+        if is_op(n, "slice") and n.args[1:2] == (0,) and all(isinstance(b, int) for b in n.args[2:4]):
+            hits.add(n)
+            continue
+        todo.extend(n.all_input_nodes)
+    return hits.pop() if len(hits) == 1 else None
+
+
+def _body_to(out: Node, leaves: set[Node]) -> tuple[Node, ...]:
+    """The nodes between ``leaves`` and ``out`` (included) that depend on a leaf, in graph order."""
+    order = {n: i for i, n in enumerate(out.graph.nodes)}
+    dependent: dict[Node, bool] = {}
+
+    def depends(n: Node) -> bool:
+        if n in leaves:
+            return True
+        if n not in dependent:
+            dependent[n] = any([depends(a) for a in n.all_input_nodes])  # every input visited: no short cut
+        return dependent[n]
+
+    depends(out)
+    return tuple(sorted([n for n, d in dependent.items() if d], key=order.__getitem__))
+
+
+def _selects(body: Sequence[Node]) -> list[Node]:
+    """The selects ``W[e]`` (int e, dim 0) that the body's GEMMs multiply by, transposed or not."""
+    out = []
+    for n in body:
+        if is_op(n, "mm"):
+            b = n.args[1]
+            b = b.args[0] if is_op(b, "t", "transpose", "permute") else b
+            if is_op(b, "select") and b.args[1] == 0 and isinstance(b.args[2], int):
+                out.append(b)
+    return out
+
+
+def _counts(gm: GraphModule, args: Sequence[Any], segs: list[_Segment], experts: int) -> Node:
+    """The graph's node holding each expert's row count (the one whose values the slice bounds were read from),
+    found by its values on ``args``: integer, one per expert, equal to each slice's length and 0 elsewhere."""
+    want = [0] * experts
+    for x in segs:
+        if not 0 <= x.expert < experts:
+            raise NotCapturable("expert loop: an expert index outside the stacked weights")
+        want[x.expert] = x.end - x.start
+    values: dict[Node, Any] = {}
+
+    class Keep(torch.fx.Interpreter):
+        def run_node(self, n: Node) -> Any:
+            out = super().run_node(n)
+            if isinstance(out, torch.Tensor) and out.dim() == 1 and out.numel() == experts:
+                values[n] = out.clone()
+            return out
+
+    with torch.no_grad():
+        Keep(gm).run(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+    for n, v in values.items():
+        if not v.is_floating_point() and v.tolist() == want:
+            return n
+    raise NotCapturable("expert loop: no tensor in the graph holds the experts' row counts the slices were cut by")
+
+
+def _group_segments(gm: GraphModule, cat: Node, segs: list[_Segment], args: Sequence[Any]) -> None:
+    first = segs[0]
+    leaves = {first.rows: "ROWS"}
+    if any(_canon(x.body, {x.rows: "ROWS"}, x.expert) != _canon(first.body, leaves, first.expert) for x in segs[1:]):
+        raise NotCapturable("expert loop: its iterations differ beyond the expert index")
+    call = _inserter(gm, cat)
+    env: dict[Node, Node] = {first.rows: first.rows.args[0]}
+    found: dict[str, Node] = {}
+
+    def counts_of(experts: int) -> Node:
+        found["counts"] = _counts(gm, args, segs, experts)
+        return found["counts"]
+
+    _grouped_body(call, first.body, env, first.expert, counts_of)
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    if order[found["counts"]] > order[cat]:
+        raise NotCapturable("expert loop: the experts' row counts are computed after the loop")
+    cat.replace_all_uses_with(env[first.body[-1]])
+    _erase(gm, {cat} | {n for x in segs for n in (*x.body, x.rows)})
+
+
 def grouped(fn: Callable[..., Any], args: Sequence[Any], check: Sequence[Sequence[Any]] = ()) -> GraphModule:
     """The reference with its expert loops grouped, traced with fake tensors, and checked against ``fn`` on each
     input set of ``check`` (the same shapes; default: ``args``). ``NotCapturable`` where it has no expert loop,
@@ -309,11 +448,13 @@ def grouped(fn: Callable[..., Any], args: Sequence[Any], check: Sequence[Sequenc
     A host read the dispatcher sees (``.item()``) is refused unless it is a loop's index; one it does not see
     (``.tolist()``, ``.numpy()``) leaves a constant that only a check on other inputs can catch."""
     gm = trace_real(fn, args)
-    loops = _loops(gm)
-    if not loops:
+    loops, segmented = _loops(gm), _segment_loops(gm)
+    if not loops and not segmented:
         raise NotCapturable("no expert loop in a reference that needs real inputs to trace")
+    for cat, segs in segmented:  # counts found by value: before anything in the graph changes
+        _group_segments(gm, cat, segs, args)
     for its in loops:
-        if any(_canon(it) != _canon(its[0]) for it in its[1:]):
+        if any(_canon_of(it) != _canon_of(its[0]) for it in its[1:]):
             raise NotCapturable("expert loop: its iterations differ beyond the expert index")
         _group(gm, its)
     gm.graph.eliminate_dead_code()
@@ -322,7 +463,7 @@ def grouped(fn: Callable[..., Any], args: Sequence[Any], check: Sequence[Sequenc
     gm = capture(gm, args)
     if not all(agrees(gm, fn, inputs) for inputs in (check or (args,))):
         raise NotCapturable("expert loop: the grouped graph disagrees with the reference")
-    gm.meta[_LOOPS] = [len(its) for its in loops]
+    gm.meta[_LOOPS] = [len(segs) for _, segs in segmented] + [len(its) for its in loops]
     return gm
 
 
