@@ -255,3 +255,15 @@ def test_slices_cut_by_counts_the_graph_does_not_hold_are_refused():
 
     with pytest.raises(NotCapturable, match="row counts"):
         grouped(run, (torch.randn(6, 4), torch.randn(3, 4, 4)))
+
+
+def test_a_reference_that_fails_while_traced_is_not_capturable_not_a_crash():
+    from agents.offline.subgraph.loops import captured
+
+    def run(x):
+        if x.sum() > 0:  # data-dependent: no fake-tensor trace; then it fails when run
+            raise ValueError("refuses positive sums")
+        return x
+
+    with pytest.raises(NotCapturable, match="refuses positive sums"):
+        captured(run, (torch.ones(3),))

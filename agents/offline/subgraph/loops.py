@@ -477,6 +477,8 @@ def captured(fn: Callable[..., Any], args: Sequence[Any]) -> GraphModule:
             return grouped(fn, args)
         except NotCapturable as loop:
             raise NotCapturable(f"{e}; {loop}") from loop
+        except Exception as failed:  # noqa: BLE001 - a reference that does not run traced, a graph that breaks
+            raise NotCapturable(f"{e}; expert loops: {type(failed).__name__}: {str(failed)[:200]}") from failed
 
 
 def told(gm: GraphModule) -> list[tuple[str, str]]:

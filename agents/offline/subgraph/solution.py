@@ -24,10 +24,10 @@ from sol_bench.reference import load_reference
 from ..compiled import FamiliesWay, replay_source
 from ..entry_solution import entry_solution
 from .capture import NotCapturable, capture
+from .loops import grouped, told
 from .ops import NAMESPACE
 from .region import target_name
 from .rewrite import Replaced, rewrite
-from .loops import grouped, told
 from .stand_ins import stood_in
 
 PACKAGE = "sf_subgraph"  # the shipped package's import name inside a candidate
@@ -79,6 +79,8 @@ def _grouped_loops(problem: Problem, fn, why: NotCapturable) -> torch.fx.GraphMo
         return grouped(fn, real[0], check=real[1:])
     except NotCapturable as e:
         raise NotCapturable(f"{why}; {e}") from e
+    except Exception as e:  # noqa: BLE001 - a reference that does not run traced, a graph that breaks
+        raise NotCapturable(f"{why}; expert loops: {_what(e)}") from e
 
 
 def find(problem: Problem) -> Found:
