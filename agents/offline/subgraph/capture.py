@@ -12,13 +12,12 @@ Shipped inside subgraph candidates: torch only.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, Sequence
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from .stand_ins import STAND_INS, OneHot
+from .stand_ins import STAND_INS, with_one_hot
 
 
 class NotCapturable(Exception):
@@ -29,7 +28,7 @@ def capture(fn: Callable[..., Any], args: Sequence[Any]) -> torch.fx.GraphModule
     """``fn`` traced on ``args`` (real tensors of any size: only their metadata is read)."""
     try:
         with torch.no_grad():
-            gm = make_fx(_with_one_hot(fn), tracing_mode="fake", decomposition_table=STAND_INS)(*args)
+            gm = make_fx(with_one_hot(fn), tracing_mode="fake", decomposition_table=STAND_INS)(*args)
     except Exception as e:  # noqa: BLE001 - any tracing failure means: no graph, run the reference as is
         raise NotCapturable(f"{type(e).__name__}: {str(e).strip()[:300]}") from e
     for node in gm.graph.nodes:
@@ -38,15 +37,6 @@ def capture(fn: Callable[..., Any], args: Sequence[Any]) -> torch.fx.GraphModule
             # which neither the matchers nor one CUDA graph can take
             raise NotCapturable(f"data-dependent value at {node.name} ({node.format_node()[:200]})")
     return gm
-
-
-def _with_one_hot(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(fn)  # the trace names its inputs after fn's parameters
-    def traced(*args: Any) -> Any:
-        with OneHot():
-            return fn(*args)
-
-    return traced
 
 
 def _data_dependent(v: Any) -> bool:

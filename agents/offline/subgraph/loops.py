@@ -21,7 +21,6 @@ Shipped inside subgraph candidates: torch only.
 
 from __future__ import annotations
 
-import functools
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -37,8 +36,9 @@ from torch.fx.experimental.proxy_tensor import (
 
 from .capture import NotCapturable, capture, val
 from .families.base import strip_casts
-from .region import is_op
-from .stand_ins import GROUPED_MM, HISTOGRAM, STAND_INS, OneHot
+from .region import close, is_op
+from .rewrite import Replaced
+from .stand_ins import GROUPED_MM, HISTOGRAM, STAND_INS, stood_in, with_one_hot
 
 aten = torch.ops.aten
 _ADDS = (aten.index_add_.default, aten.index_add.default)
@@ -74,14 +74,9 @@ def trace_real(fn: Callable[..., Any], args: Sequence[Any]) -> GraphModule:
         with disable_proxy_modes_tracing():
             return t.item()
 
-    @functools.wraps(fn)  # the trace names its inputs after fn's parameters
-    def traced(*a: Any) -> Any:
-        with OneHot():
-            return fn(*a)
-
     table = {**STAND_INS, aten._local_scalar_dense.default: host_read}
     with torch.no_grad():
-        gm = make_fx(traced, tracing_mode="real", decomposition_table=table)(*args)
+        gm = make_fx(with_one_hot(fn), tracing_mode="real", decomposition_table=table)(*args)
     if not all(n is not None and _from_nonzero(n) for n in reads):
         raise NotCapturable("a value read on the host (.item()) that is not an index from nonzero")
     return gm
@@ -209,16 +204,18 @@ def _canon_of(it: _Iteration) -> list[Any]:
     return _canon(it.body, leaves, it.expert, it.add)
 
 
-def _expert_weight(b: Any, expert: int) -> tuple[Node, bool] | None:
-    """(stacked weights W, transposed) for ``b`` = ``W[expert]`` or its transpose, else None."""
-    transposed = False
+def _untransposed(b: Any) -> tuple[Any, bool]:
+    """(what ``b`` is the 2-D transpose of, True) where it is one (``t``, or ``transpose``/``permute`` swapping the
+    two dims), else (``b``, False)."""
     v = val(b)
     swaps = is_op(b, "t") or (is_op(b, "transpose") and {d % 2 for d in b.args[1:3]} == {0, 1}) or (
         is_op(b, "permute") and [d % 2 for d in b.args[1]] == [1, 0])
-    if swaps:
-        if v is None or v.dim() != 2:
-            return None
-        b, transposed = b.args[0], True
+    return (b.args[0], True) if swaps and v is not None and v.dim() == 2 else (b, False)
+
+
+def _expert_weight(b: Any, expert: int) -> tuple[Node, bool] | None:
+    """(stacked weights W, transposed) for ``b`` = ``W[expert]`` or its transpose, else None."""
+    b, transposed = _untransposed(b)
     w = b.args[0] if is_op(b, "select") else None
     if w is not None and b.args[1] == 0 and b.args[2] == expert and val(w) is not None and val(w).dim() == 3:
         return w, transposed
@@ -387,8 +384,7 @@ def _selects(body: Sequence[Node]) -> list[Node]:
     out = []
     for n in body:
         if is_op(n, "mm"):
-            b = n.args[1]
-            b = b.args[0] if is_op(b, "t", "transpose", "permute") else b
+            b, _ = _untransposed(n.args[1])
             if is_op(b, "select") and b.args[1] == 0 and isinstance(b.args[2], int):
                 out.append(b)
     return out
@@ -487,10 +483,15 @@ def told(gm: GraphModule) -> list[tuple[str, str]]:
             for n in gm.meta.get(_LOOPS, ())]  # fmt: skip
 
 
+def accounted(gm: GraphModule, done: Sequence[Replaced]) -> list[Replaced]:
+    """Everything replaced in ``gm``: the expert loops grouped, ``done`` (the families' regions), then the
+    stand-ins the capture put in (what a candidate tells and what makes it worth planning)."""
+    stand_ins = [Replaced(name, f"{name}: {why}") for name, why in stood_in(gm)]
+    return [*(Replaced(name, what) for name, what in told(gm)), *done, *stand_ins]
+
+
 def agrees(gm: GraphModule, fn: Callable[..., Any], args: Sequence[Any]) -> bool:
     """Whether ``gm`` computes what ``fn`` does on ``args`` (the region tolerance of each output's dtype)."""
-    from .region import close
-
     with torch.no_grad():
         got, want = gm(*args), fn(*args)
     got = got if isinstance(got, (tuple, list)) else (got,)

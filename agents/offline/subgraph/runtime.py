@@ -23,9 +23,8 @@ from typing import Any, Callable
 import torch
 
 from .capture import NotCapturable
-from .loops import captured, told
+from .loops import accounted, captured
 from .rewrite import Replaced, rewrite
-from .stand_ins import stood_in
 
 
 @dataclass
@@ -53,8 +52,7 @@ class Runner:
         target: Callable[..., Any] = self.fn
         try:
             gm, done = rewrite(captured(self.fn, inputs), device)
-            self.replaced[sig] = [*(Replaced(n, why) for n, why in told(gm)), *done,
-                                  *(Replaced(name, f"{name}: {why}") for name, why in stood_in(gm))]  # fmt: skip
+            self.replaced[sig] = accounted(gm, done)
             target = gm
         except NotCapturable as e:
             self.replaced[sig] = str(e)

@@ -24,11 +24,10 @@ from sol_bench.reference import load_reference
 from ..compiled import FamiliesWay, replay_source
 from ..entry_solution import entry_solution
 from .capture import NotCapturable, capture
-from .loops import grouped, told
+from .loops import accounted, grouped
 from .ops import NAMESPACE
 from .region import target_name
 from .rewrite import Replaced, rewrite
-from .stand_ins import stood_in
 
 PACKAGE = "sf_subgraph"  # the shipped package's import name inside a candidate
 # Ops that only view, move or cast data: not counted as the rest of a problem.
@@ -74,7 +73,8 @@ def _grouped_loops(problem: Problem, fn, why: NotCapturable) -> torch.fx.GraphMo
     w = min(problem.workloads, key=problem.workload_bytes)
     if problem.workload_bytes(w) > _REAL_TRACE_BYTES:
         raise NotCapturable(f"{why}; not traced with real inputs: {problem.workload_bytes(w) >> 20} MiB")
-    real = [list(make_inputs(d, w, "cpu", seed=s, reference=load_reference(d)).values()) for s in (0, 1, 2)]
+    ref = load_reference(d)
+    real = [list(make_inputs(d, w, "cpu", seed=s, reference=ref).values()) for s in (0, 1, 2)]
     try:
         return grouped(fn, real[0], check=real[1:])
     except NotCapturable as e:
@@ -109,8 +109,7 @@ def find(problem: Problem) -> Found:
         return Found((), f"rewrite failed: {_what(e)}")
     # a stand-in that takes a host sync out (a MoE layer's grouped GEMMs, its counts per expert) lets the whole
     # call be one CUDA graph, which the reference itself cannot be: worth a candidate of its own
-    done = [*(Replaced(n, why) for n, why in told(gm)), *done,
-            *(Replaced(name, f"{name}: {why}") for name, why in stood_in(gm))]
+    done = accounted(gm, done)
     rest = sorted(target_name(n) for n in gm.graph.nodes if n.op == "call_function" and _computes(n))
     return Found(tuple(done), "" if done else "no family region reproduced", tuple(rest))
 

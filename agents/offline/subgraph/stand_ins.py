@@ -26,6 +26,7 @@ Shipped inside subgraph candidates: torch only (triton for the CUDA kernel, impo
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import torch
@@ -127,3 +128,14 @@ class OneHot(TorchFunctionMode):
             if classes > 0:
                 return (ids.unsqueeze(-1) == torch.arange(classes, device=ids.device)).long()
         return func(*args, **kwargs)
+
+
+def with_one_hot(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` run under ``OneHot``: what a capture traces."""
+
+    @functools.wraps(fn)  # the trace names its inputs after fn's parameters
+    def traced(*args: Any) -> Any:
+        with OneHot():
+            return fn(*args)
+
+    return traced
