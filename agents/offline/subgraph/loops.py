@@ -82,17 +82,21 @@ def trace_real(fn: Callable[..., Any], args: Sequence[Any]) -> GraphModule:
     return gm
 
 
-def _from_nonzero(node: Node) -> bool:
-    todo, seen = [node], set()
+def _upstream(node: Node, stop: Callable[[Node], bool] = lambda n: False) -> list[Node]:
+    """``node`` and every node it is computed from, not looking past the nodes ``stop`` accepts."""
+    todo, seen = [node], {}
     while todo:
         n = todo.pop()
         if n in seen:
             continue
-        seen.add(n)
-        if is_op(n, "nonzero"):
-            return True
-        todo.extend(n.all_input_nodes)
-    return False
+        seen[n] = None
+        if not stop(n):
+            todo.extend(n.all_input_nodes)
+    return list(seen)
+
+
+def _from_nonzero(node: Node) -> bool:
+    return any(is_op(n, "nonzero") for n in _upstream(node))
 
 
 def _mask_of(mask: Any) -> tuple[Node, int, int] | None:
@@ -350,17 +354,12 @@ def _segment_loops(gm: GraphModule) -> list[tuple[Node, list[_Segment]]]:
 
 def _slice_under(piece: Node) -> Node | None:
     """The one dim-0 slice with int bounds that ``piece`` is computed from, else None."""
-    todo, seen, hits = [piece], set(), set()
-    while todo:
-        n = todo.pop()
-        if n in seen or not isinstance(n, Node):
-            continue
-        seen.add(n)
-        if is_op(n, "slice") and n.args[1:2] == (0,) and all(isinstance(b, int) for b in n.args[2:4]):
-            hits.add(n)
-            continue
-        todo.extend(n.all_input_nodes)
-    return hits.pop() if len(hits) == 1 else None
+
+    def cut(n: Node) -> bool:
+        return is_op(n, "slice") and n.args[1:2] == (0,) and all(isinstance(b, int) for b in n.args[2:4])
+
+    hits = [n for n in _upstream(piece, cut) if cut(n)]
+    return hits[0] if len(hits) == 1 else None
 
 
 def _body_to(out: Node, leaves: set[Node]) -> tuple[Node, ...]:
