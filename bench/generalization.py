@@ -89,11 +89,14 @@ def problem_kinds(roots: list[Path]) -> dict[str, str]:
 def run_step(cmd: list[str], log: Path, timeout_s: float) -> str | None:
     """Run one step; None when it finished, else why not (the log keeps its output)."""
     print("+", " ".join(cmd), flush=True)
+    start = time.monotonic()
     with log.open("a") as f:
         try:
             rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s, cwd=REPO).returncode
         except subprocess.TimeoutExpired:
             return f"timed out after {timeout_s:.0f} s"
+        finally:
+            print(f"  {Path(cmd[1]).name}: {time.monotonic() - start:.0f} s", flush=True)
     return None if rc == 0 else f"exit {rc}"
 
 
@@ -119,9 +122,9 @@ def rows(
 
 
 def told_summary(told: dict[str, list[str]]) -> str:
-    """The candidates' own lines (``solforge tuned ...: keeps WAY; ...``, ``solforge subgraph ...: replaced ...``),
-    counted: which way the tuned reference kept over the signatures, and at how many the subgraph candidate
-    replaced nothing."""
+    """The candidates' own lines (``solforge tuned ...: keeps WAY; ...``, ``solforge subgraph ...: replaced ...``,
+    ``solforge graph ...: not captured, ...``), counted: which way the tuned reference kept over the signatures, at
+    how many the subgraph candidate replaced nothing, and at how many a candidate's CUDA graph was not captured."""
     parts = []
     for name, lines in sorted(told.items()):
         kept = Counter(x.split(": keeps ", 1)[1].split(";", 1)[0] for x in lines if ": keeps " in x)
@@ -132,6 +135,9 @@ def told_summary(told: dict[str, list[str]]) -> str:
             none = sum(r.startswith("nothing") for r in replaced)
             parts.append(f"{name} replaced nothing at {none} of {len(replaced)}" if none else
                          f"{name} replaced regions at all {len(replaced)}")  # fmt: skip
+        eager = sum(": not captured, runs eagerly" in x for x in lines)
+        if eager:
+            parts.append(f"{name} ran eagerly (its CUDA graph not captured) at {eager}")
     return "; ".join(parts)
 
 

@@ -111,7 +111,7 @@ class FakeCuda:
             self.current = before
 
 
-def test_a_failed_capture_runs_eagerly_from_then_on_and_leaves_the_stream_as_it_was():
+def test_a_failed_capture_runs_eagerly_from_then_on_and_leaves_the_stream_as_it_was(capsys):
     helpers = _module(compiled.replay_source(), "replay_under_test")
     fake = FakeCuda()
     helpers._cuda = fake
@@ -129,6 +129,9 @@ def test_a_failed_capture_runs_eagerly_from_then_on_and_leaves_the_stream_as_it_
     assert fake.events == ["begin on side0", "end"] and fake.current == "default" and not fake.capturing
     assert calls == [False, False, False, True, False]  # 3 warm-ups, the capture, then the eager call
     assert helpers._graphs == {} and "operation not permitted" in next(iter(helpers._uncapturable.values()))
+    said = [x for x in capsys.readouterr().err.splitlines() if x.startswith("solforge graph")]
+    assert said == ["solforge graph [(4,), (4,)]: not captured, runs eagerly (RuntimeError: CUDA error: operation not permitted "
+                    "when stream is capturing)"]  # the judge puts the line in the trace  # fmt: skip
     # same signature, other buffers: no second capture, straight to eager
     fake.invalidated = False
     out2 = torch.zeros(4)

@@ -121,10 +121,12 @@ def test_the_note_counts_what_the_candidates_said_they_ran(monkeypatch) -> None:
                       "solforge tuned [(16384, 60)]: keeps graph_of_eager; graph_of_families: RuntimeError: x"],
         "subgraph_routing": ["solforge subgraph [(1, 60)]: replaced softmax_topk(x; k=8, renormalize=False)",
                              "solforge subgraph [(617, 60)]: replaced nothing (no region reproduced here)",
-                             "solforge subgraph [(16384, 60)]: replaced nothing (no region reproduced here)"],
+                             "solforge subgraph [(16384, 60)]: replaced nothing (no region reproduced here)",
+                             "solforge graph [(1, 60), (1, 8)]: not captured, runs eagerly (RuntimeError: x)"],
     }  # fmt: skip
     assert gen.told_summary(told) == ("ref_tuned kept graph_of_families x1, graph_of_eager x2; "
-                                      "subgraph_routing replaced nothing at 2 of 3")  # fmt: skip
+                                      "subgraph_routing replaced nothing at 2 of 3; "
+                                      "subgraph_routing ran eagerly (its CUDA graph not captured) at 1")  # fmt: skip
     rec = {"problem": "p", "best": "ref_tuned", "passed": 2, "tried": 2, "vs_tb": 1.1, "told": told}
     [row] = gen.rows({"p": "routing"}, [rec], None)
     assert "replaced nothing at 2 of 3" in gen.render([row], "t") and gen.told_summary({}) == ""

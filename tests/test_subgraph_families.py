@@ -552,12 +552,35 @@ def test_a_family_op_keeps_the_fastest_way_that_agrees_with_the_default_and_meas
     assert fastest("other shape", tries, time_ms, memo) == DEFAULT  # a tie keeps SDPA's own choice
 
 
+def test_a_way_that_reads_on_the_host_runs_only_where_no_capturable_way_agrees():
+    """Timed alone, a way that syncs with the host (torch's fp16 grouped-GEMM fallback) may read fastest, but no
+    CUDA graph holds it: a capturable way that agrees is kept instead, however much slower alone."""
+    from agents.offline.subgraph.families.measure import DEFAULT, fastest
+
+    x = torch.ones(3)
+    speed = {DEFAULT: 1.0, "kernel": 5.0, "other": 4.0}
+    last = []
+
+    def way(name, value):
+        return lambda: (last.append(name), value)[1]
+
+    def time_ms(call):
+        call()
+        return speed[last[-1]]
+
+    tries = {DEFAULT: way(DEFAULT, x), "kernel": way("kernel", x), "other": way("other", x + 1)}
+    assert fastest("a", tries, time_ms, {}) == DEFAULT  # with no syncing way named, the fastest
+    assert fastest("a", tries, time_ms, {}, syncs=frozenset({DEFAULT})) == "kernel"  # "other" disagrees
+    only = {DEFAULT: way(DEFAULT, x), "kernel": way("kernel", x + 1)}
+    assert fastest("b", only, time_ms, {}, syncs=frozenset({DEFAULT})) == DEFAULT  # nothing else agrees
+
+
 
 def test_a_capture_runs_the_default_until_the_shape_was_measured_outside_one(monkeypatch):
     from agents.offline.subgraph.families import measure
 
     measured = []
-    def fastest(key, ways, time_ms, memo):
+    def fastest(key, ways, time_ms, memo, syncs):
         measured.append(key)
         return memo.setdefault(key, "kernel")
 

@@ -6,6 +6,8 @@ is importable. The agent imports it too, so what it computes at generation time 
 exported modules) is what the candidate computes at judge time.
 """
 
+import sys as _sys
+
 import torch as _torch
 
 _graphs = {}
@@ -96,6 +98,8 @@ def _replay_graph(body, args, warmups, tag=None):
         graph, why = _capture(body)
         if graph is None:
             _uncapturable[sig] = why
+            shapes = [tuple(t.shape) for t in tensors]
+            print(f"solforge graph {shapes}: not captured, runs eagerly ({why})", file=_sys.stderr, flush=True)
             body()
             return
         while len(_graphs) >= _GRAPHS_KEPT:

@@ -48,9 +48,13 @@ def fastest(
     tries: Mapping[str, Callable[[], Outputs]],
     time_ms: Callable[[Callable[[], torch.Tensor]], float],
     memo: MutableMapping[Hashable, str],
+    syncs: frozenset[str] = frozenset(),
 ) -> str:
     """The name in ``tries`` (``DEFAULT`` first) whose call is fastest among those agreeing with the default's
-    output; remembered under ``key``. A way that raises (it does not take this call) or disagrees is left out."""
+    output; remembered under ``key``. A way that raises (it does not take this call) or disagrees is left out.
+    Ways in ``syncs`` read results on the host: no CUDA graph holds them, so a candidate replaying its call as
+    one graph would run the whole call eagerly, which no timing of the op alone shows. They are kept only where
+    no other way agrees."""
     if key in memo:
         return memo[key]
     base = tries[DEFAULT]()
@@ -65,16 +69,19 @@ def fastest(
         if not agrees(out, base):
             continue
         times[name] = time_ms(call)
-    memo[key] = min(times, key=lambda n: (times[n], n != DEFAULT))
+    capturable = {n: t for n, t in times.items() if n not in syncs} or times
+    memo[key] = min(capturable, key=lambda n: (capturable[n], n != DEFAULT))
     return memo[key]
 
 
-def chosen_way(key: Hashable, ways: Mapping[str, Callable[[], Outputs]], memo: MutableMapping[Hashable, str]) -> str:
+def chosen_way(key: Hashable, ways: Mapping[str, Callable[[], Outputs]], memo: MutableMapping[Hashable, str],
+               syncs: frozenset[str] = frozenset()) -> str:  # fmt: skip
     """The way ``key`` runs: measured on its first call outside CUDA-graph capture (``fastest``, GPU time) and
-    remembered in ``memo``; the default inside a capture until then (nothing can be timed there)."""
+    remembered in ``memo``; the default inside a capture until then (nothing can be timed there). ``syncs``: as
+    in ``fastest``."""
     if key in memo or torch.cuda.is_current_stream_capturing():
         return memo.get(key, DEFAULT)
-    return fastest(key, ways, cuda_time_ms, memo)
+    return fastest(key, ways, cuda_time_ms, memo, syncs)
 
 
 def cuda_time_ms(call: Callable[[], torch.Tensor], budget_ms: float = 5.0, preroll_us: float = 100.0) -> float:
