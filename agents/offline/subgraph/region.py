@@ -34,6 +34,8 @@ class Region:
     inputs: tuple[Node | None, ...]  # None: the op's optional tensor is absent
     outputs: tuple[Node, ...]
     consts: Mapping[str, Any] = field(default_factory=dict)
+    # integer inputs that index a dimension (position in ``inputs`` -> its size): drawn below it when checked
+    index_sizes: Mapping[int, int] = field(default_factory=dict)
 
     def describe(self) -> str:
         consts = ", ".join(f"{k}={v}" for k, v in self.consts.items())
@@ -91,12 +93,13 @@ def extract(gm: GraphModule, region: Region) -> GraphModule:
     return GraphModule(gm, g)
 
 
-def random_like(v: torch.Tensor, device: torch.device, gen: torch.Generator) -> torch.Tensor:
+def random_like(v: torch.Tensor, device: torch.device, gen: torch.Generator, high: int = 16) -> torch.Tensor:
+    """Normal floats, random booleans, integers in ``[0, high)``."""
     if v.dtype.is_floating_point:
         return torch.randn(tuple(v.shape), generator=gen, dtype=torch.float32).to(device=device, dtype=v.dtype)
     if v.dtype == torch.bool:
         return torch.randint(0, 2, tuple(v.shape), generator=gen).to(device=device, dtype=torch.bool)
-    return torch.randint(0, 16, tuple(v.shape), generator=gen).to(device=device, dtype=v.dtype)
+    return torch.randint(0, max(1, high), tuple(v.shape), generator=gen).to(device=device, dtype=v.dtype)
 
 
 def close(got: torch.Tensor, want: torch.Tensor) -> bool:
@@ -126,7 +129,8 @@ def reproduces(gm: GraphModule, region: Region, device: str | torch.device = "cp
         module = extract(gm, region)
         gen = torch.Generator().manual_seed(20251)
         for _ in range(trials):
-            args = [random_like(val(n), dev, gen) if n is not None else None for n in region.inputs]
+            args = [random_like(val(n), dev, gen, region.index_sizes.get(i, 16)) if n is not None else None
+                    for i, n in enumerate(region.inputs)]  # fmt: skip
             with torch.no_grad():
                 want = module(*[a.clone() for a in args if a is not None])
                 got = region.op(*args, **region.consts)

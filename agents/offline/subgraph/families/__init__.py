@@ -10,11 +10,12 @@ from .base import Family
 from .attention import FAMILY as ATTENTION
 from .gated import FAMILY as GATED
 from .gemv import FAMILY as GEMV
+from .index_add import FAMILY as INDEX_ADD
 from .rmsnorm import FAMILY as RMSNORM
 from .rope import FAMILY as ROPE
 from .routing import FAMILY as ROUTING
 from .scaled_mm import FAMILY as SCALED_MM
 
-FAMILIES: tuple[Family, ...] = (RMSNORM, ROPE, ATTENTION, GATED, ROUTING, SCALED_MM, GEMV)
+FAMILIES: tuple[Family, ...] = (RMSNORM, ROPE, ATTENTION, GATED, ROUTING, SCALED_MM, GEMV, INDEX_ADD)
 
 __all__ = ["FAMILIES", "Family"]
