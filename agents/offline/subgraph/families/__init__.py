@@ -12,10 +12,11 @@ from .gated import FAMILY as GATED
 from .gemv import FAMILY as GEMV
 from .index_add import FAMILY as INDEX_ADD
 from .rmsnorm import FAMILY as RMSNORM
+from .rmsnorm_bwd import FAMILY as RMSNORM_BWD
 from .rope import FAMILY as ROPE
 from .routing import FAMILY as ROUTING
 from .scaled_mm import FAMILY as SCALED_MM
 
-FAMILIES: tuple[Family, ...] = (RMSNORM, ROPE, ATTENTION, GATED, ROUTING, SCALED_MM, GEMV, INDEX_ADD)
+FAMILIES: tuple[Family, ...] = (RMSNORM_BWD, RMSNORM, ROPE, ATTENTION, GATED, ROUTING, SCALED_MM, GEMV, INDEX_ADD)
 
 __all__ = ["FAMILIES", "Family"]

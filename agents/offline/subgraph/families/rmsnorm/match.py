@@ -14,14 +14,14 @@ from ..base import Sites, cast_of, number, other, same_shape, single_user, strip
 from .op import ADD_RMSNORM, RMSNORM
 
 
-def _eps(add: object, mean: Node) -> float | None:
+def eps_of(add: object, mean: Node) -> float | None:
     # ``add_``: torch.nn.functional.rms_norm adds eps in place to the fresh mean
     if not is_op(add, "add", "add_") or len(add.args) != 2 or add.kwargs:
         return None
     return number(other(add, mean))
 
 
-def _last_dim_mean(node: object) -> bool:
+def last_dim_mean(node: object) -> bool:
     """``mean(t, [-1], keepdim=True)``: the statistic is per row of the last dim."""
     if not is_op(node, "mean") or len(node.args) < 2 or (v := val(node.args[0])) is None:
         return False
@@ -29,16 +29,16 @@ def _last_dim_mean(node: object) -> bool:
     return list(node.args[1]) in ([-1], [v.dim() - 1]) and bool(keepdim)
 
 
-def _centered(node: object) -> bool:
+def centered(node: object) -> bool:
     """``x - mean(x, -1)``: the variance of a LayerNorm or GroupNorm follows, not a mean square. Its second half
     is an RMSNorm of the centred x, but this family covers neither, and replacing that half alone would split
     what Inductor fuses whole."""
-    if not is_op(node, "sub") or not _last_dim_mean(node.args[1]):
+    if not is_op(node, "sub") or not last_dim_mean(node.args[1]):
         return False
     return strip_casts(node.args[1].args[0]) is strip_casts(node.args[0])  # x.float() may be written twice
 
 
-def _square_of(node: object) -> Node | None:
+def square_of(node: object) -> Node | None:
     if is_op(node, "mul") and node.args[0] is node.args[1] and isinstance(node.args[0], Node):
         return node.args[0]
     if is_op(node, "pow") and number(node.args[1]) == 2.0 and isinstance(node.args[0], Node):
@@ -54,14 +54,14 @@ def _weight_of(mul: Node, n: Node) -> tuple[Node, float] | None:
     offset = 0.0
     if is_op(w, "add") and any(number(a) == 1.0 for a in w.args):
         offset, w = 1.0, next(a for a in w.args if isinstance(a, Node))
-    w = _widened(w)
+    w = widened(w)
     vw, vn = val(w), val(n)
     if vw is None or vn is None or vw.dim() != 1 or vw.shape[0] != vn.shape[-1]:
         return None
     return w, offset
 
 
-def _widened(w: Node) -> Node:
+def widened(w: Node) -> Node:
     """The weight before a lossless cast up to float32 (``w.float()``): the op widens it itself."""
     inner = cast_of(w)
     vi, vw = val(inner), val(w)
@@ -91,21 +91,29 @@ def _readings(x: Node, normed: Node, eps: float) -> list[tuple[Node, dict, Node 
     ]  # fmt: skip
 
 
-def find(gm: GraphModule) -> Sites:
-    sites: Sites = []
+def rstd_sites(gm: GraphModule) -> list[tuple[Node, Node, float]]:
+    """(``rsqrt(mean(xf * xf, -1, keepdim) + eps)``, xf, eps) for each such node whose x is not centred (the
+    backward family starts from these too)."""
+    found = []
     for r in gm.graph.nodes:
         if not is_op(r, "rsqrt"):
             continue
         mean = r.args[0].args[0] if is_op(r.args[0], "add", "add_") else None
-        if not _last_dim_mean(mean) or (eps := _eps(r.args[0], mean)) is None:
+        if not last_dim_mean(mean) or (eps := eps_of(r.args[0], mean)) is None:
             continue
-        xf = _square_of(mean.args[0])
+        xf = square_of(mean.args[0])
+        if xf is not None and not centered(cast_of(xf) or xf):
+            found.append((r, xf, eps))
+    return found
+
+
+def find(gm: GraphModule) -> Sites:
+    sites: Sites = []
+    for r, xf, eps in rstd_sites(gm):
         normed = next((u for u in r.users if is_op(u, "mul") and other(u, r) is xf), None)
-        if xf is None or normed is None:
+        if normed is None:
             continue
         h = cast_of(xf) or xf
-        if _centered(h):
-            continue
         alts: list[Region] = []
         res = is_op(h, "add") and len(h.args) == 2 and not h.kwargs and same_shape(h, *h.args)
         for end, consts, w in _readings(xf, normed, eps):

@@ -1,0 +1,100 @@
+"""RMSNorm backward in one pass: each program takes a run of rows, holds a row of x and of the gradient in
+registers (float32), computes the row's rstd and ``mean(gw * xhat)`` and stores dx, and adds ``grad * xhat`` into
+its own partial sum of dw, stored once at the end; the partials (one row per program) are summed by torch.
+
+Inductor's code of the same formula reads x and the gradient twice (once for dx, once more for the reduction of
+dw across rows); here each is read once. Rows up to 16384 columns.
+
+Launcher: ``rmsnorm_bwd(x, weight, grad, eps, offset, dx_dtype, dw_dtype, programs)`` (``dw_dtype`` None: dx alone).
+On CUDA each call shape runs the fastest of torch's own formula (the default) and this kernel with one or four
+programs per SM whose outputs agree with it (``families/measure.fastest``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+import triton
+import triton.language as tl
+
+from ..measure import DEFAULT, chosen_way
+
+MAX_COLS = 16384
+_CHOSEN: dict = {}  # per call shape: the way its first call measured fastest
+
+
+@triton.jit
+def _rmsnorm_bwd_rows(x_ptr, w_ptr, g_ptr, dx_ptr, part_ptr, n_rows, n_cols, rows_per_program, eps, offset,
+                      HAS_W: tl.constexpr, HAS_DW: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    ok = cols < n_cols
+    if HAS_W:
+        w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32) + offset
+    dw = tl.zeros([BLOCK], dtype=tl.float32)
+    first = pid.to(tl.int64) * rows_per_program
+    for i in range(0, rows_per_program):
+        row = first + i
+        at = row * n_cols + cols
+        # the last program's run may end past the rows: nothing read there, nothing added
+        here = ok & ((row + tl.zeros([BLOCK], dtype=tl.int64)) < n_rows)
+        x = tl.load(x_ptr + at, mask=here, other=0.0).to(tl.float32)
+        g = tl.load(g_ptr + at, mask=here, other=0.0).to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+        xhat = x * rstd
+        if HAS_W:
+            gw = g * w
+        else:
+            gw = g
+        dot = tl.sum(gw * xhat, axis=0) / n_cols
+        tl.store(dx_ptr + at, (rstd * (gw - xhat * dot)).to(dx_ptr.dtype.element_ty), mask=here)
+        if HAS_DW:
+            dw += g * xhat
+    if HAS_DW:
+        tl.store(part_ptr + pid.to(tl.int64) * n_cols + cols, dw, mask=ok)
+
+
+def takes(x: torch.Tensor, weight: Optional[torch.Tensor], grad: torch.Tensor) -> bool:
+    """Shapes and dtypes only: x and the gradient alike, the weight 1-D over the last dim, rows that fit."""
+    floats = (torch.float32, torch.float16, torch.bfloat16)
+    return (x.dim() >= 1 and x.shape == grad.shape and 0 < x.shape[-1] <= MAX_COLS and x.dtype in floats
+            and grad.dtype in floats and (weight is None or (weight.shape == x.shape[-1:] and weight.dtype in floats)))
+
+
+def rmsnorm_bwd(x: torch.Tensor, weight: Optional[torch.Tensor], grad: torch.Tensor, eps: float, offset: float,
+                dx_dtype: torch.dtype, dw_dtype: Optional[torch.dtype],
+                programs: int = 0) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """(dx, dw), or dx alone where ``dw_dtype`` is None. ``programs``: how many (0: four per SM)."""
+    n_cols = x.shape[-1]
+    x2, g2 = x.reshape(-1, n_cols).contiguous(), grad.reshape(-1, n_cols).contiguous()
+    n_rows = x2.shape[0]
+    dx = torch.empty(x.shape, dtype=dx_dtype, device=x.device)
+    if programs <= 0:
+        programs = 4 * torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
+    per = triton.cdiv(max(n_rows, 1), max(1, min(programs, n_rows)))
+    programs = triton.cdiv(max(n_rows, 1), per)
+    part = torch.zeros((programs, n_cols), dtype=torch.float32, device=x.device) if dw_dtype is not None else dx
+    block = triton.next_power_of_2(n_cols)
+    if n_rows:
+        _rmsnorm_bwd_rows[(programs,)](x2, weight if weight is not None else x2, g2, dx, part, n_rows, n_cols, per,
+                                       eps, offset, HAS_W=weight is not None, HAS_DW=dw_dtype is not None,
+                                       BLOCK=block, num_warps=4 if block <= 2048 else 8 if block <= 8192 else 16)
+    if dw_dtype is None:
+        return dx
+    return dx, part.sum(dim=0).to(dw_dtype)
+
+
+def fastest_rmsnorm_bwd(x: torch.Tensor, weight: Optional[torch.Tensor], grad: torch.Tensor, eps: float,
+                        offset: float, dx_dtype: torch.dtype, dw_dtype: Optional[torch.dtype],
+                        default: Callable[[], torch.Tensor | tuple[torch.Tensor, torch.Tensor]]):  # fmt: skip
+    if not x.is_cuda or not takes(x, weight, grad):
+        return default()
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    ways: dict[str, Callable] = {DEFAULT: default}
+    for per_sm in (1, 4):
+        ways[f"triton_{per_sm}_per_sm"] = lambda n=per_sm * sms: rmsnorm_bwd(x, weight, grad, eps, offset, dx_dtype,
+                                                                            dw_dtype, n)  # fmt: skip
+    key = tuple((tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a
+                for a in (x, weight, grad, eps, offset, dx_dtype, dw_dtype))  # fmt: skip
+    return ways[chosen_way((key, x.device), ways, _CHOSEN)]()
