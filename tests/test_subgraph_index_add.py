@@ -42,6 +42,11 @@ def run(rows, index, weights):
     cols = torch.remainder(index[:, None] + torch.arange(rows.shape[1]), 20)
     return torch.zeros(20, rows.shape[1], dtype=rows.dtype).scatter_add(0, cols, rows)
 """,
+    "index_narrower_than_the_rows": """
+def run(rows, index, weights):
+    spread = index[:, None].expand(-1, rows.shape[1] // 2)
+    return torch.zeros(20, rows.shape[1], dtype=rows.dtype).scatter_add(0, spread, rows)
+""",
     "along_columns": """
 def run(rows, index, weights):
     return torch.zeros(rows.shape[0], 20, dtype=rows.dtype).index_add(1, index[: rows.shape[1]] % 20, rows)

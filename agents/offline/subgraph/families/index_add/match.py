@@ -39,7 +39,7 @@ def _is_zeros(n: Node) -> bool:
 def _row_index(index: object, n_rows: int) -> Node | None:
     """The 1-D tensor of ``n_rows`` entries that a scatter's index spreads over every column, if it is one."""
     for n in strip_views(index):
-        if _shape(n) == (n_rows,):
+        if _shape(n) in ((n_rows,), (n_rows, 1)):
             return n
         shape = _shape(n)
         if shape is not None and len(shape) == 2 and shape[0] == n_rows and shape[1] != 1 and not is_op(n, "expand"):
@@ -49,7 +49,8 @@ def _row_index(index: object, n_rows: int) -> Node | None:
 
 def _scatter(n: Node) -> tuple[Node, Node, Node] | None:
     """(base, index, source) of a row scatter along dim 0, else None."""
-    if is_op(n, "index_add_", "scatter_add_", "index_put_") and len(n.args[0].users) != 1:
+    in_place = is_op(n, "index_add_", "scatter_add_", "index_put_")
+    if in_place and (not isinstance(n.args[0], Node) or len(n.args[0].users) != 1):
         return None  # in place on a tensor something else reads: the op, which writes a new one, would differ
     if is_op(n, "index_add", "index_add_"):
         if len(n.args) < 4 or n.kwargs.get("alpha", 1) != 1 or (len(n.args) > 4 and n.args[4] != 1):
@@ -59,7 +60,9 @@ def _scatter(n: Node) -> tuple[Node, Node, Node] | None:
         if len(n.args) < 4 or n.kwargs:
             return None
         base, dim, spread, src = n.args[:4]
-        index = _row_index(spread, _shape(src)[0] if _shape(src) else -1)
+        if _shape(spread) is None or _shape(spread) != _shape(src):  # a narrower index scatters fewer columns
+            return None
+        index = _row_index(spread, _shape(src)[0])
     elif is_op(n, "index_put", "index_put_"):
         accumulate = n.args[3] if len(n.args) > 3 else n.kwargs.get("accumulate", False)
         indices = n.args[1]
@@ -73,7 +76,8 @@ def _scatter(n: Node) -> tuple[Node, Node, Node] | None:
     bs, ix, ss = _shape(base), _shape(index), _shape(src)
     if bs is None or ix is None or ss is None or len(bs) != 2 or len(ss) != 2 or dim not in (0, -2):
         return None
-    if ix != (ss[0],) or bs[1] != ss[1] or val(index).dtype.is_floating_point or val(index).dtype == torch.bool:
+    rows_index = ((ss[0],), (ss[0], 1)) if is_op(n, "scatter_add", "scatter_add_") else ((ss[0],),)
+    if ix not in rows_index or bs[1] != ss[1] or val(index).dtype.is_floating_point or val(index).dtype == torch.bool:
         return None
     return base, index, src
 
