@@ -10,6 +10,7 @@ from .base import Family
 from .attention import FAMILY as ATTENTION
 from .gated import FAMILY as GATED
 from .gemv import FAMILY as GEMV
+from .grouped_routing import FAMILY as GROUPED_ROUTING
 from .index_add import FAMILY as INDEX_ADD
 from .rmsnorm import FAMILY as RMSNORM
 from .rmsnorm_bwd import FAMILY as RMSNORM_BWD
@@ -17,6 +18,7 @@ from .rope import FAMILY as ROPE
 from .routing import FAMILY as ROUTING
 from .scaled_mm import FAMILY as SCALED_MM
 
-FAMILIES: tuple[Family, ...] = (RMSNORM_BWD, RMSNORM, ROPE, ATTENTION, GATED, ROUTING, SCALED_MM, GEMV, INDEX_ADD)
+FAMILIES: tuple[Family, ...] = (RMSNORM_BWD, RMSNORM, ROPE, ATTENTION, GATED, ROUTING, GROUPED_ROUTING, SCALED_MM, GEMV,
+                                INDEX_ADD)
 
 __all__ = ["FAMILIES", "Family"]
