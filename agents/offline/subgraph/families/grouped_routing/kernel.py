@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from ..measure import DEFAULT, chosen_way
+from ..picks import largest
 
 MAX_EXPERTS = 1024
 MAX_GROUPS = 32
@@ -56,16 +57,14 @@ def _grouped_topk_rows(x_ptr, b_ptr, w_ptr, id_ptr, n_rows, fill, E: tl.constexp
         free = ok & (group == g)[None, :]
         total = tl.zeros([ROWS], dtype=tl.float32)
         for _ in tl.static_range(GK):
-            v = tl.max(tl.where(free, choice, float("-inf")), axis=1)
-            i = tl.min(tl.where(free & (choice == v[:, None]), cols[None, :], BLOCK), axis=1)
+            v, i = largest(choice, free, cols, BLOCK)
             total += v
             free = free & (cols[None, :] != i[:, None])
         gscore = tl.where(gslots[None, :] == g, total[:, None], gscore)
     gfree = (gslots < G)[None, :] & row_ok[:, None]
     kept = tl.zeros([ROWS, BLOCK], dtype=tl.int1)
     for _ in tl.static_range(TOPG):
-        v = tl.max(tl.where(gfree, gscore, float("-inf")), axis=1)
-        gi = tl.min(tl.where(gfree & (gscore == v[:, None]), gslots[None, :], G_PAD), axis=1)
+        _, gi = largest(gscore, gfree, gslots, G_PAD)
         kept = kept | (group[None, :] == gi[:, None])
         gfree = gfree & (gslots[None, :] != gi[:, None])
     masked = tl.where(ok, tl.where(kept, choice, fill), float("-inf"))
@@ -74,8 +73,7 @@ def _grouped_topk_rows(x_ptr, b_ptr, w_ptr, id_ptr, n_rows, fill, E: tl.constexp
     ids = tl.zeros([ROWS, K_PAD], dtype=tl.int64)
     free = ok
     for j in tl.static_range(K):
-        v = tl.max(tl.where(free, masked, float("-inf")), axis=1)
-        i = tl.min(tl.where(free & (masked == v[:, None]), cols[None, :], BLOCK), axis=1)
+        _, i = largest(masked, free, cols, BLOCK)
         here = slots[None, :] == j
         picked = tl.sum(tl.where(cols[None, :] == i[:, None], s, 0.0), axis=1)
         w = tl.where(here, picked[:, None], w)

@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from ..measure import DEFAULT, chosen_way
+from ..picks import largest
 
 MAX_EXPERTS = 4096  # a row in registers
 MAX_K = 64  # picks unrolled in the kernel
@@ -41,8 +42,7 @@ def _softmax_topk_rows(x_ptr, w_ptr, id_ptr, n_rows, n_cols, K: tl.constexpr, K_
     ids = tl.zeros([ROWS, K_PAD], dtype=tl.int64)
     free = ok
     for j in tl.static_range(K):
-        v = tl.max(tl.where(free, x, float("-inf")), axis=1)
-        i = tl.min(tl.where(free & (x == v[:, None]), cols[None, :], BLOCK), axis=1)
+        v, i = largest(x, free, cols, BLOCK)
         here = slots[None, :] == j
         w = tl.where(here, (tl.exp(v - m) / total)[:, None], w)
         ids = tl.where(here, i.to(tl.int64)[:, None], ids)
