@@ -106,6 +106,24 @@ def test_each_spelling_is_replaced_and_the_graph_still_computes_the_reference(na
         assert "offset=1.0" in done[0].description
 
 
+def test_a_backward_that_autograd_derives_is_found_by_what_it_computes():
+    """A reference that differentiates its forward with ``torch.autograd.grad``: the traced backward is autograd's
+    own formula (``rstd ** 3``, a ``-0.5`` and a ``2 x`` from the derivative of the square), found and replaced."""
+    fn = _fn("""
+def run(x, w, g, z):
+    with torch.enable_grad():
+        xr, wr = x.detach().requires_grad_(True), w.detach().requires_grad_(True)
+        xf = xr.float()
+        y = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * wr
+        return torch.autograd.grad(y, (xr, wr), g)
+""")
+    args = _args()
+    gm, done = rewrite(captured(fn, args))
+    assert [r.description.split("(")[0] for r in done] == ["rmsnorm_bwd"], done
+    for got, want in zip(_flat(gm(*args)), _flat(fn(*args)), strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
 def test_half_precision_inputs_give_the_references_rounding():
     body, _ = _REFERENCES["dx_and_dw"]
     fn, args = _fn(body), _args(torch.bfloat16)

@@ -23,7 +23,7 @@ from ..rmsnorm.match import rstd_sites, widened
 from .op import RMSNORM_BWD, RMSNORM_BWD_DX
 
 _THROUGH = {"mul", "add", "sub", "div", "neg", "rsqrt", "sqrt", "pow", "reciprocal", "sum", "mean", "view", "reshape",
-            "_unsafe_view", "expand", "unsqueeze", "squeeze", "_to_copy", "clone", "alias"}  # fmt: skip
+            "_unsafe_view", "expand", "unsqueeze", "squeeze", "_to_copy", "clone", "alias", "detach"}  # fmt: skip
 _LIMIT = 200  # nodes in a candidate backward: past that it is not one norm's backward
 _TRIES = 3  # output nodes tried from the last back, per output
 
