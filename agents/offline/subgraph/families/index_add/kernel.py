@@ -71,7 +71,10 @@ def index_add_rows(base: Optional[torch.Tensor], index: torch.Tensor, src: torch
     y = torch.empty((rows, cols), dtype=out_dtype, device=src.device)
     if rows == 0 or cols == 0:
         return y
-    keys, order = torch.sort(index.reshape(-1), stable=True)
+    flat = index.reshape(-1)
+    if flat.dtype == torch.int64 and rows < 2**31:  # 32-bit keys: half the radix sort's passes
+        flat = flat.clamp(-1, rows).to(torch.int32)  # outside [0, rows) stays outside
+    keys, order = torch.sort(flat, stable=True)
     starts = torch.searchsorted(keys, torch.arange(rows + 1, device=keys.device, dtype=keys.dtype))
     src = src if src.stride(1) == 1 else src.contiguous()
     scale = scale.reshape(-1).contiguous() if scale is not None else None

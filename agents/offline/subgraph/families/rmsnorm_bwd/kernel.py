@@ -79,7 +79,7 @@ def rmsnorm_bwd(x: torch.Tensor, weight: Optional[torch.Tensor], grad: torch.Ten
     if n_rows:
         _rmsnorm_bwd_rows[(programs,)](x2, weight if weight is not None else x2, g2, dx, part, n_rows, n_cols, per,
                                        eps, offset, HAS_W=weight is not None, HAS_DW=dw_dtype is not None,
-                                       BLOCK=block, num_warps=4 if block <= 2048 else 8 if block <= 8192 else 16)
+                                       BLOCK=block, num_warps=4 if block <= 1024 else 8 if block <= 4096 else 16)
     if dw_dtype is None:
         return dx
     return dx, part.sum(dim=0).to(dw_dtype)
