@@ -12,11 +12,13 @@ at a few tile sizes, measured on the shape's first call (``measure.fastest``).
 
 from __future__ import annotations
 
+import os
 from typing import Callable, Optional
 
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 from ..measure import DEFAULT, chosen_way
 from ..picks import largest
@@ -32,15 +34,19 @@ _CHOSEN: dict = {}  # per call shape: the way its first call measured fastest
 def _grouped_topk_rows(x_ptr, b_ptr, w_ptr, id_ptr, n_rows, fill, E: tl.constexpr, G: tl.constexpr,
                        GK: tl.constexpr, TOPG: tl.constexpr, K: tl.constexpr, SIGMOID: tl.constexpr,
                        HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr, G_PAD: tl.constexpr, K_PAD: tl.constexpr,
-                       ROWS: tl.constexpr):  # fmt: skip
+                       ROWS: tl.constexpr, EXACT_EXP: tl.constexpr):  # fmt: skip
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
     row_ok = rows < n_rows
     col_ok = cols < E
     ok = row_ok[:, None] & col_ok[None, :]
     x = tl.load(x_ptr + rows[:, None] * E + cols[None, :], mask=ok, other=float("-inf")).to(tl.float32)
-    if SIGMOID:
-        s = tl.sigmoid(x)
+    if SIGMOID:  # as torch computes it (``1 / (1 + expf(-x))``, IEEE division): a last bit decides near-ties
+        if EXACT_EXP:
+            e = libdevice.exp(-x)
+        else:  # Triton's interpreter has no libdevice
+            e = tl.exp(-x)
+        s = tl.math.div_rn(1.0, 1.0 + e)
     else:
         m = tl.where(row_ok, tl.max(x, axis=1), 0.0)
         e = tl.where(ok, tl.exp(x - m[:, None]), 0.0)
@@ -112,7 +118,8 @@ def grouped_topk(logits: torch.Tensor, bias: Optional[torch.Tensor], k: int, gro
     _grouped_topk_rows[(triton.cdiv(n_rows, rows),)](
         x, b, w, ids, n_rows, fill, E=e, G=groups, GK=group_k, TOPG=top_groups, K=k, SIGMOID=score == "sigmoid",
         HAS_BIAS=bias is not None, BLOCK=block, G_PAD=triton.next_power_of_2(groups),
-        K_PAD=triton.next_power_of_2(k), ROWS=rows, num_warps=num_warps,
+        K_PAD=triton.next_power_of_2(k), ROWS=rows, EXACT_EXP=os.environ.get("TRITON_INTERPRET") != "1",
+        num_warps=num_warps,
     )  # fmt: skip
     return w, ids
 
