@@ -42,9 +42,11 @@ from problem_args import problems_parser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agents.offline.subgraph.families import FAMILIES  # noqa: E402
+from agents.offline.subgraph.stand_ins import STOOD_IN  # noqa: E402
 from sol_bench.problem import find_problems  # noqa: E402
 
 FAMILY_NAMES = tuple(f.name for f in FAMILIES)
+CAPTURE_NAMES = (*STOOD_IN, "expert_loop")  # what the capture itself replaces, named in the candidate's name too
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = ("tb", "agents", "summary")
@@ -144,6 +146,19 @@ def told_summary(told: dict[str, list[str]]) -> str:
 SUBGRAPH_PREFIX = "subgraph_"  # the subgraph candidate's name: subgraph_<family>_<family>...
 
 
+def named_families(candidate: str, known: tuple[str, ...]) -> list[str]:
+    """The families a subgraph candidate's name lists (``subgraph_rmsnorm_bwd_index_add`` -> rmsnorm_bwd,
+    index_add): names hold underscores themselves, so the longest known name that starts the rest is taken each
+    time; an unknown rest is one name."""
+    rest, out = candidate.removeprefix(SUBGRAPH_PREFIX), []
+    by_length = sorted(known, key=len, reverse=True)
+    while rest:
+        name = next((k for k in by_length if rest == k or rest.startswith(k + "_")), rest)
+        out.append(name)
+        rest = rest[len(name) + 1 :]
+    return out
+
+
 @dataclass(frozen=True)
 class FamilyRow:
     """How the subgraph candidates holding one family did: problems where one was judged, passed, was the best,
@@ -164,8 +179,8 @@ def family_rows(records: list[dict], families: tuple[str, ...]) -> list[FamilyRo
         tried = passed = best = 0
         wins: list[float] = []
         for r in records:
-            names = [n for n in r.get("statuses", {}) if n.startswith(SUBGRAPH_PREFIX) and family in
-                     n.removeprefix(SUBGRAPH_PREFIX).split("_")]  # fmt: skip
+            names = [n for n in r.get("statuses", {}) if n.startswith(SUBGRAPH_PREFIX)
+                     and family in named_families(n, (*families, *CAPTURE_NAMES))]  # fmt: skip
             if not names:
                 continue
             tried += 1

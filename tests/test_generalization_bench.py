@@ -113,6 +113,21 @@ def test_summary_says_per_subgraph_family_where_it_was_tried_passed_won_and_its_
     assert "| rmsnorm | 2 | 2 | 1 | 1.22x |" in gen.render_families(list(rows.values()))
 
 
+def test_a_subgraph_candidates_name_reads_back_as_its_families_though_they_hold_underscores(monkeypatch) -> None:
+    gen = _module(monkeypatch)
+    known = (*gen.FAMILY_NAMES, *gen.CAPTURE_NAMES)
+    assert gen.named_families("subgraph_rmsnorm_bwd", known) == ["rmsnorm_bwd"]  # not rmsnorm
+    assert gen.named_families("subgraph_expert_loop_gated_grouped_mm_histogram_routing_index_add", known) == [
+        "expert_loop", "gated", "grouped_mm", "histogram", "routing", "index_add"]  # fmt: skip
+    assert gen.named_families("subgraph_grouped_routing", known) == ["grouped_routing"]  # not routing
+    assert gen.named_families("subgraph_rope_something_new", known) == ["rope", "something_new"]
+    ms = {"w1": 1.0}
+    record = {"problem": "p", "best": "subgraph_rmsnorm_bwd", "vs_tb": 1.6, "latencies_ms": ms,
+              "statuses": {"subgraph_rmsnorm_bwd": ["PASSED"]}, "tried_ms": {"subgraph_rmsnorm_bwd": ms}}
+    rows = {r.family: r for r in gen.family_rows([record], gen.FAMILY_NAMES)}
+    assert rows["rmsnorm_bwd"].best == 1 and rows["rmsnorm"].tried == 0
+
+
 def test_the_note_counts_what_the_candidates_said_they_ran(monkeypatch) -> None:
     gen = _module(monkeypatch)
     told = {
