@@ -277,7 +277,10 @@ def run_problem(problem: Problem, whole: Problem, args: argparse.Namespace, conf
     skipped = {name.removeprefix(problem.name + "__"): why for name, why in skipped.items()}
     for name, why in skipped.items():
         print(f"{problem.name}: {name}: skipped, {why}", flush=True)
-    notes = {**failed, **({"skipped": skipped} if skipped else {})}  # the record's error and skipped fields
+    # why each candidate that did not pass failed (the judge's reasons, a few and short): the record explains itself
+    why = {r.name.removeprefix(problem.name + "__"): [w[:300] for w in dict.fromkeys(r.reasons)][:3]
+           for r in results if not r.passed and r.reasons}  # fmt: skip
+    notes = {**failed, **({"skipped": skipped} if skipped else {}), **({"why_failed": why} if why else {})}
     passing = [r for r in results if r.passed]
     # the fastest by the judge's latency: the eager time behind speedup is re-measured (and noisy) per run
     best = min(passing, key=lambda r: geomean(list(r.latencies.values())) or math.inf, default=None)

@@ -273,3 +273,26 @@ def test_offline_bench_records_what_the_agent_planned_but_never_offered(tmp_path
     bench.main()
     [row] = map(json.loads, js.read_text().splitlines())
     assert row["tried"] == 0 and row["skipped"] == {"ref_inductor_cpu": "numerics: output 0: 12% within tolerance"}
+
+
+def test_offline_bench_records_why_a_judged_candidate_failed(tmp_path, monkeypatch):
+    """A candidate the judge failed carries the judge's reasons in the record (a few, short), so a record read
+    after the run (the device's log gone) still says why, e.g., a template raised at run time."""
+    problems = tmp_path / "problems"
+    _copy_fixture(problems, "good")
+    md, js = tmp_path / "t.md", tmp_path / "t.jsonl"
+    bench = _bench("bench_offline_agents", monkeypatch, [
+        str(problems), "--device", "cpu", "--max-candidates", "1", "-o", str(md), "--json-out", str(js)])  # fmt: skip
+    long = "RuntimeError: row too long for this template: 7168 " + "x" * 400
+
+    def judge(problem, source, config, baselines):
+        name = json.loads(source)["name"]
+        return bench.Result(name, ["RUNTIME_ERROR", "RUNTIME_ERROR"], [], [], [],
+                            reasons=[f"RUNTIME_ERROR: {long}", f"RUNTIME_ERROR: {long}"])  # fmt: skip
+
+    monkeypatch.setattr(bench, "judge", judge)
+    bench.main()
+    [row] = map(json.loads, js.read_text().splitlines())
+    [(name, why)] = row["why_failed"].items()
+    assert row["passed"] == 0 and row["statuses"][name] == ["RUNTIME_ERROR"]
+    assert why == [f"RUNTIME_ERROR: {long}"[:300]]  # once, cut short
