@@ -403,10 +403,15 @@ def _trace(ctx: _Context, w: Workload, status: Status, text: str = "", reason: s
 
 
 def _first_line(text: str) -> str:
-    for line in str(text).splitlines():
-        if line.strip():
-            return line.strip()[:300]
-    return ""
+    """One line that says what went wrong: a Python traceback's exception (its last unindented line, before the
+    candidate's own output appended to it), else the first line with text."""
+    lines = [x for x in str(text).split("\n--- candidate output ---", 1)[0].splitlines() if x.strip()]
+    if lines and lines[0].startswith("Traceback (most recent call last)"):
+        raised = [x for x in lines if not x[0].isspace() and not x.startswith(("Traceback", "During handling",
+                                                                                "The above exception"))]
+        if raised:
+            return raised[-1].strip()[:300]
+    return lines[0].strip()[:300] if lines else ""
 
 
 def _reference_slot(ctx: _Context, cpus: frozenset[int] | None) -> _WorkerSlot:

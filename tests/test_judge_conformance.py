@@ -103,3 +103,28 @@ def test_broken_cuda_source_gives_compile_error_with_the_compiler_message(tmp_pa
                           config=fast_config(cpp_staging, compile_timeout_s=280))  # fmt: skip
     assert {t.evaluation.status for t in traces} == {Status.COMPILE_ERROR}
     assert "undeclared_identifier_xyz" in traces[0].evaluation.log
+
+
+def test_a_candidates_exception_is_its_reason_not_the_tracebacks_first_line():
+    """A candidate that raises: the trace's one-line reason is the exception (``RuntimeError: ...``), the last
+    unindented line of the traceback, not "Traceback (most recent call last):", nor the candidate's own output the
+    runner appends."""
+    import traceback
+
+    from sol_bench.judge import _first_line
+    from sol_bench.runner import failure
+
+    def launch():
+        try:
+            raise KeyError("n_cols")
+        except KeyError as inner:
+            raise RuntimeError("row too long for this template: 7168") from inner
+
+    try:
+        launch()
+    except RuntimeError as e:
+        text = "".join(traceback.format_exception(e))
+    err = failure(["fail", "runtime", text], "solforge tuned [(1, 7168)]: keeps compile\nwarning: slow\n")
+    assert _first_line(str(err)) == "RuntimeError: row too long for this template: 7168"
+    assert _first_line("build failed\nnvcc: error") == "build failed"  # not a traceback: its first line
+    assert _first_line("") == ""
