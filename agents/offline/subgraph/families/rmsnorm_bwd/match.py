@@ -25,7 +25,7 @@ from .op import RMSNORM_BWD, RMSNORM_BWD_DX
 _THROUGH = {"mul", "add", "sub", "div", "neg", "rsqrt", "sqrt", "pow", "reciprocal", "sum", "mean", "view", "reshape",
             "_unsafe_view", "expand", "unsqueeze", "squeeze", "_to_copy", "clone", "alias", "detach"}  # fmt: skip
 _LIMIT = 200  # nodes in a candidate backward: past that it is not one norm's backward
-_TRIES = 3  # output nodes tried from the last back, per output
+_TRIES = 3  # gradients and weights tried, and output nodes from the last back, per output: the checks stay few
 
 
 def _downstream(start: Node, limit: int = _LIMIT) -> list[Node]:
@@ -77,9 +77,9 @@ def find(gm: GraphModule) -> Sites:
         cone = [n for n in _downstream(r) if n is not r]
         read = [a for n in cone for a in n.all_input_nodes if a not in from_x and a is not h]
         outside = list(dict.fromkeys(a for n in read for a in _upstream(n)))  # ``g * w`` is read as g and w
-        grads = list(dict.fromkeys(_gradient(a) for a in outside if _shape(a) == shape))
-        weights = list(dict.fromkeys(_weight(a) for a in outside if _shape(a) == shape[-1:]))
-        if not grads or len(shape) < 1:
+        grads = list(dict.fromkeys(_gradient(a) for a in outside if _shape(a) == shape))[:_TRIES]
+        weights = list(dict.fromkeys(_weight(a) for a in outside if _shape(a) == shape[-1:]))[:_TRIES]
+        if not grads:
             continue
         dxs = [n for n in reversed(cone) if _shape(n) == shape][:_TRIES]
         dws = [n for n in reversed(cone) if _shape(n) == shape[-1:]][:_TRIES]
