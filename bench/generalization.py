@@ -125,11 +125,13 @@ def rows(
 
 def told_summary(told: dict[str, list[str]]) -> str:
     """The candidates' own lines (``solforge tuned ...: keeps WAY; ...``, ``solforge subgraph ...: replaced ...``,
-    ``solforge graph ...: not captured, ...``), counted: which way the tuned reference kept over the signatures, at
-    how many the subgraph candidate replaced nothing, and at how many a candidate's CUDA graph was not captured."""
+    ``solforge graph ...: not captured, ...``, ``solforge way OP ...: keeps WAY``), counted: which way the tuned
+    reference kept over the signatures, at how many the subgraph candidate replaced nothing, at how many a
+    candidate's CUDA graph was not captured, and at how many op shapes a family's own kernel beat the default."""
     parts = []
     for name, lines in sorted(told.items()):
-        kept = Counter(x.split(": keeps ", 1)[1].split(";", 1)[0] for x in lines if ": keeps " in x)
+        kept = Counter(x.split(": keeps ", 1)[1].split(";", 1)[0] for x in lines
+                       if x.startswith("solforge tuned") and ": keeps " in x)  # fmt: skip
         if kept:
             parts.append(f"{name} kept " + ", ".join(f"{way} x{n}" for way, n in kept.items()))
         replaced = [x.split(": replaced ", 1)[1] for x in lines if ": replaced " in x]
@@ -137,6 +139,10 @@ def told_summary(told: dict[str, list[str]]) -> str:
             none = sum(r.startswith("nothing") for r in replaced)
             parts.append(f"{name} replaced nothing at {none} of {len(replaced)}" if none else
                          f"{name} replaced regions at all {len(replaced)}")  # fmt: skip
+        ways = [x.split(": keeps ", 1)[1].split(";", 1)[0] for x in lines if x.startswith("solforge way")]
+        if ways:
+            mine = sum(w != "default" for w in ways)
+            parts.append(f"{name} family kernels kept at {mine} of {len(ways)} op shapes")
         eager = sum(": not captured, runs eagerly" in x for x in lines)
         if eager:
             parts.append(f"{name} ran eagerly (its CUDA graph not captured) at {eager}")

@@ -98,5 +98,6 @@ def fastest_grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
         ways[f"triton_{bm}x{bn}x{bk}"] = lambda bm=bm, bn=bn, bk=bk, warps=warps: grouped_mm(a, b, offs, bm, bn, bk,
                                                                                               warps)  # fmt: skip
     key = (tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), a.dtype, a.device)
-    way = chosen_way(key, ways, _CHOSEN, syncs=frozenset({DEFAULT}))  # the fallback reads the offsets on the host
+    # torch's fallback reads the offsets on the host
+    way = chosen_way(key, ways, _CHOSEN, syncs=frozenset({DEFAULT}), op="grouped_mm")
     return ways[way]()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import statistics
+import sys
 from typing import Callable, Hashable, Mapping, MutableMapping
 
 import torch
@@ -49,16 +50,18 @@ def fastest(
     time_ms: Callable[[Callable[[], torch.Tensor]], float],
     memo: MutableMapping[Hashable, str],
     syncs: frozenset[str] = frozenset(),
+    times: dict[str, float] | None = None,
 ) -> str:
     """The name in ``tries`` (``DEFAULT`` first) whose call is fastest among those agreeing with the default's
     output; remembered under ``key``. A way that raises (it does not take this call) or disagrees is left out.
     Ways in ``syncs`` read results on the host: no CUDA graph holds them, so a candidate replaying its call as
     one graph would run the whole call eagerly, which no timing of the op alone shows. They are kept only where
-    no other way agrees."""
+    no other way agrees. ``times``, when given, gets each agreeing way's time."""
     if key in memo:
         return memo[key]
     base = tries[DEFAULT]()
-    times = {DEFAULT: time_ms(tries[DEFAULT])}
+    times = {} if times is None else times
+    times[DEFAULT] = time_ms(tries[DEFAULT])
     for name, call in tries.items():
         if name == DEFAULT:
             continue
@@ -75,13 +78,23 @@ def fastest(
 
 
 def chosen_way(key: Hashable, ways: Mapping[str, Callable[[], Outputs]], memo: MutableMapping[Hashable, str],
-               syncs: frozenset[str] = frozenset()) -> str:  # fmt: skip
+               syncs: frozenset[str] = frozenset(), op: str = "") -> str:  # fmt: skip
     """The way ``key`` runs: measured on its first call outside CUDA-graph capture (``fastest``, GPU time) and
     remembered in ``memo``; the default inside a capture until then (nothing can be timed there). ``syncs``: as
-    in ``fastest``."""
+    in ``fastest``. The choice is told in one line (``solforge way OP KEY: keeps WAY; WAY MS ms; ...``), which the
+    judge puts in the candidate's trace: whether a family's kernel ran at a shape, or the library's way won."""
     if key in memo or torch.cuda.is_current_stream_capturing():
         return memo.get(key, DEFAULT)
-    return fastest(key, ways, cuda_time_ms, memo, syncs)
+    times: dict[str, float] = {}
+    way = fastest(key, ways, cuda_time_ms, memo, syncs, times)
+    print(told(op, key, way, times), file=sys.stderr, flush=True)
+    return way
+
+
+def told(op: str, key: Hashable, way: str, times: Mapping[str, float]) -> str:
+    """One line on a choice: the op, its call's key (shortened), the way kept and each agreeing way's time."""
+    measured = "; ".join(f"{n} {t:.4f} ms" for n, t in times.items())
+    return f"solforge way {op + ' ' if op else ''}{str(key)[:120]}: keeps {way}; {measured}"[:300]
 
 
 def cuda_time_ms(call: Callable[[], torch.Tensor], budget_ms: float = 5.0, preroll_us: float = 100.0) -> float:

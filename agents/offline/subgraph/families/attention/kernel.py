@@ -71,7 +71,7 @@ def attend(q, k, v, mask, scale, causal, mask_mode, out_dtype, softcap=0.0, quer
     if len(ways) > 1:
         key = (q4.shape, k4.shape, v4.shape, q4.stride(), k4.stride(), v4.stride(), q4.dtype, q4.device, causal, scale,
                mask_mode, softcap, None if attn_mask is None else (attn_mask.shape, attn_mask.dtype))  # fmt: skip
-        way = chosen_way(key, ways, _CHOSEN)
+        way = chosen_way(key, ways, _CHOSEN, op="attention")
     o = run_with(way, sdpa) if way in (DEFAULT, *FUSED) else ways[way]()
     return o.reshape(*q.shape[:-1], v.shape[-1]).to(out_dtype)
 

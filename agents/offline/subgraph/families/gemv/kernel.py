@@ -125,5 +125,5 @@ def small_m_linear(a, w, bias):
     for bn, bk, warps in _BLOCKS:
         ways[f"triton_gemv_{bn}x{bk}"] = lambda bn=bn, bk=bk, warps=warps: gemv(a, w, bias, bn, bk, warps)
     key = (tuple(a.shape), a.stride(), tuple(w.shape), bias is not None, a.dtype, a.device)
-    way = chosen_way(key, ways, _CHOSEN)
+    way = chosen_way(key, ways, _CHOSEN, op="small_m_linear")
     return ways[way]()

@@ -135,4 +135,4 @@ def fastest_grouped_topk(logits: torch.Tensor, bias: Optional[torch.Tensor], k: 
             logits, bias, k, groups, top_groups, group_k, score, fill, tile, warps)  # fmt: skip
     key = (tuple(logits.shape), logits.stride(), logits.dtype, bias is not None, k, groups, top_groups, group_k,
            score, fill, logits.device)  # fmt: skip
-    return ways[chosen_way(key, ways, _CHOSEN)]()
+    return ways[chosen_way(key, ways, _CHOSEN, op="grouped_topk")]()

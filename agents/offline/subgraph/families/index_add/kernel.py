@@ -97,4 +97,4 @@ def fastest_index_add_rows(base: Optional[torch.Tensor], index: torch.Tensor, sr
     for block, warps in _BLOCKS:
         ways[f"triton_{block}x{warps}"] = lambda block=block, warps=warps: index_add_rows(*args, block, warps)
     key = tuple((tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
-    return ways[chosen_way((key, src.device), ways, _CHOSEN)]()
+    return ways[chosen_way((key, src.device), ways, _CHOSEN, op="index_add_rows")]()

@@ -97,4 +97,4 @@ def fastest_rmsnorm_bwd(x: torch.Tensor, weight: Optional[torch.Tensor], grad: t
                                                                             dw_dtype, n)  # fmt: skip
     key = tuple((tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a
                 for a in (x, weight, grad, eps, offset, dx_dtype, dw_dtype))  # fmt: skip
-    return ways[chosen_way((key, x.device), ways, _CHOSEN)]()
+    return ways[chosen_way((key, x.device), ways, _CHOSEN, op="rmsnorm_bwd")]()

@@ -71,7 +71,7 @@ def fastest_softmax_topk(x: torch.Tensor, k: int, renormalize: bool,
     for tile, warps in _TILES:
         ways[f"triton_{tile}x{warps}"] = lambda tile=tile, warps=warps: softmax_topk(x, k, renormalize, tile, warps)
     key = (tuple(x.shape), x.stride(), x.dtype, k, renormalize, x.device)
-    way = chosen_way(key, ways, _CHOSEN)
+    way = chosen_way(key, ways, _CHOSEN, op="softmax_topk")
     return ways[way]()
 
 

@@ -86,5 +86,5 @@ def block_scaled_mm(a, a_scale, b, b_scale, a_block, b_block, out_dtype, referen
         ways[f"triton_{bm}x{bn}"] = lambda bm=bm, bn=bn, w=warps, s=stages: scaled_mm(
             a, a_scale, b, b_scale, a_block, b_block, out_dtype, bm, bn, w, s)  # fmt: skip
     key = (tuple(a.shape), tuple(b.shape), a.dtype, tuple(a_block), tuple(b_block), out_dtype, a.device)
-    way = chosen_way(key, ways, _CHOSEN)
+    way = chosen_way(key, ways, _CHOSEN, op="scaled_mm")
     return ways[way]()
