@@ -1,14 +1,27 @@
 """Picking the k largest of a row one at a time inside a Triton kernel (the routers' top-k): each pick is the
 largest value among the columns still free and the lowest column holding it, so equal values go to the lowest
-index, as a stable sort would order them.
+index, as a stable sort would order them; each pick is put in its slot of a [rows, K_PAD] tile of weights and
+indices, stored once at the end.
 
-Shipped inside subgraph candidates: triton.
+Shipped inside subgraph candidates: torch and triton.
 """
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
+
+
+def pick_tiles(x: torch.Tensor, k: int, tile: int) -> tuple[torch.Tensor, torch.Tensor, int, int, int]:
+    """For picks over the last dim of ``x``: the float32 weights and int64 indices to fill ([..., k]), the rows,
+    the row's block (a power of two) and the rows a program takes (``tile`` elements, at least one row)."""
+    n_cols = x.shape[-1]
+    shape = (*x.shape[:-1], k)
+    w = torch.empty(shape, dtype=torch.float32, device=x.device)
+    ids = torch.empty(shape, dtype=torch.int64, device=x.device)
+    block = triton.next_power_of_2(max(n_cols, 1))
+    return w, ids, x.numel() // max(n_cols, 1), block, triton.next_power_of_2(max(1, tile // block))
 
 
 @triton.jit
@@ -17,3 +30,19 @@ def largest(values, free, cols, BLOCK: tl.constexpr):
     v = tl.max(tl.where(free, values, float("-inf")), axis=1)
     i = tl.min(tl.where(free & (values == v[:, None]), cols[None, :], BLOCK), axis=1)
     return v, i
+
+
+@triton.jit
+def placed(w, ids, slots, j, weight, i):
+    """``w`` and ``ids`` [rows, K_PAD] with slot ``j`` of each row holding ``weight`` and index ``i``."""
+    here = slots[None, :] == j
+    return tl.where(here, weight[:, None], w), tl.where(here, i.to(tl.int64)[:, None], ids)
+
+
+@triton.jit
+def store_picks(w_ptr, id_ptr, rows, row_ok, slots, w, ids, K: tl.constexpr):
+    """The first ``K`` slots of each row's picks, stored at ``row * K`` (rows past the end left out)."""
+    out = rows[:, None] * K + slots[None, :]
+    keep = row_ok[:, None] & (slots[None, :] < K)
+    tl.store(w_ptr + out, w, mask=keep)
+    tl.store(id_ptr + out, ids, mask=keep)

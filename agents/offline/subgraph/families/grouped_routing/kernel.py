@@ -21,7 +21,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from ..measure import DEFAULT, chosen_way
-from ..picks import largest
+from ..picks import largest, pick_tiles, placed, store_picks
 
 MAX_EXPERTS = 1024
 MAX_GROUPS = 32
@@ -80,15 +80,9 @@ def _grouped_topk_rows(x_ptr, b_ptr, w_ptr, id_ptr, n_rows, fill, E: tl.constexp
     free = ok
     for j in tl.static_range(K):
         _, i = largest(masked, free, cols, BLOCK)
-        here = slots[None, :] == j
-        picked = tl.sum(tl.where(cols[None, :] == i[:, None], s, 0.0), axis=1)
-        w = tl.where(here, picked[:, None], w)
-        ids = tl.where(here, i.to(tl.int64)[:, None], ids)
+        w, ids = placed(w, ids, slots, j, tl.sum(tl.where(cols[None, :] == i[:, None], s, 0.0), axis=1), i)
         free = free & (cols[None, :] != i[:, None])
-    out = rows[:, None] * K + slots[None, :]
-    keep = row_ok[:, None] & (slots[None, :] < K)
-    tl.store(w_ptr + out, w, mask=keep)
-    tl.store(id_ptr + out, ids, mask=keep)
+    store_picks(w_ptr, id_ptr, rows, row_ok, slots, w, ids, K)
 
 
 def takes(logits: torch.Tensor, bias: Optional[torch.Tensor], k: int, groups: int, top_groups: int,
@@ -106,14 +100,9 @@ def grouped_topk(logits: torch.Tensor, bias: Optional[torch.Tensor], k: int, gro
                  num_warps: int = 4) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     x = logits.contiguous()
     e = x.shape[-1]
-    n_rows = x.numel() // e
-    shape = (*x.shape[:-1], k)
-    w = torch.empty(shape, dtype=torch.float32, device=x.device)
-    ids = torch.empty(shape, dtype=torch.int64, device=x.device)
+    w, ids, n_rows, block, rows = pick_tiles(x, k, tile)
     if n_rows == 0:
         return w, ids
-    block = triton.next_power_of_2(e)
-    rows = triton.next_power_of_2(max(1, tile // block))
     b = bias.contiguous() if bias is not None else x
     _grouped_topk_rows[(triton.cdiv(n_rows, rows),)](
         x, b, w, ids, n_rows, fill, E=e, G=groups, GK=group_k, TOPG=top_groups, K=k, SIGMOID=score == "sigmoid",

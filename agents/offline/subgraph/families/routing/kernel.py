@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from ..measure import DEFAULT, chosen_way
-from ..picks import largest
+from ..picks import largest, pick_tiles, placed, store_picks
 
 MAX_EXPERTS = 4096  # a row in registers
 MAX_K = 64  # picks unrolled in the kernel
@@ -43,16 +43,11 @@ def _softmax_topk_rows(x_ptr, w_ptr, id_ptr, n_rows, n_cols, K: tl.constexpr, K_
     free = ok
     for j in tl.static_range(K):
         v, i = largest(x, free, cols, BLOCK)
-        here = slots[None, :] == j
-        w = tl.where(here, (tl.exp(v - m) / total)[:, None], w)
-        ids = tl.where(here, i.to(tl.int64)[:, None], ids)
+        w, ids = placed(w, ids, slots, j, tl.exp(v - m) / total, i)
         free = free & (cols[None, :] != i[:, None])
     if RENORM:
         w = w / tl.sum(w, axis=1)[:, None]
-    out = rows[:, None] * K + slots[None, :]
-    keep = row_ok[:, None] & (slots[None, :] < K)
-    tl.store(w_ptr + out, w, mask=keep)
-    tl.store(id_ptr + out, ids, mask=keep)
+    store_picks(w_ptr, id_ptr, rows, row_ok, slots, w, ids, K)
 
 
 def takes(x: torch.Tensor, k: int) -> bool:
@@ -79,14 +74,9 @@ def softmax_topk(x: torch.Tensor, k: int, renormalize: bool, tile: int = 2048,
                  num_warps: int = 4) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     x = x.contiguous()
     n_cols = x.shape[-1]
-    n_rows = x.numel() // max(n_cols, 1)
-    shape = (*x.shape[:-1], k)
-    w = torch.empty(shape, dtype=torch.float32, device=x.device)
-    ids = torch.empty(shape, dtype=torch.int64, device=x.device)
+    w, ids, n_rows, block, rows = pick_tiles(x, k, tile)
     if n_rows == 0:
         return w, ids
-    block = triton.next_power_of_2(n_cols)
-    rows = triton.next_power_of_2(max(1, tile // block))
     _softmax_topk_rows[(triton.cdiv(n_rows, rows),)](x, w, ids, n_rows, n_cols, K=k, K_PAD=triton.next_power_of_2(k),
                                                      BLOCK=block, ROWS=rows, RENORM=bool(renormalize),
                                                      num_warps=num_warps)  # fmt: skip
