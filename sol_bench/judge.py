@@ -45,7 +45,7 @@ from .models import Correctness, Environment, Evaluation, Language, Performance,
 from .plausibility import below_sol_on_host_clock, clock_disagreement, host_time_outside_window, sol_floor
 from .problem import Problem
 from .reference import Reference, load_reference
-from .runner import Worker, candidate_env, handshake, spawn_worker
+from .runner import OUTPUT_MARK, Worker, candidate_env, handshake, spawn_worker
 from .shared import SharedArena
 from .staging import Staged, check_shadowing, stage
 from .subject import reference_solution
@@ -405,7 +405,7 @@ def _trace(ctx: _Context, w: Workload, status: Status, text: str = "", reason: s
 def _first_line(text: str) -> str:
     """One line that says what went wrong: a Python traceback's exception (its last unindented line, before the
     candidate's own output appended to it), else the first line with text."""
-    lines = [x for x in str(text).split("\n--- candidate output ---", 1)[0].splitlines() if x.strip()]
+    lines = [x for x in str(text).split(OUTPUT_MARK, 1)[0].splitlines() if x.strip()]
     if lines and lines[0].startswith("Traceback (most recent call last)"):
         raised = [x for x in lines if not x[0].isspace() and not x.startswith(("Traceback", "During handling",
                                                                                 "The above exception"))]

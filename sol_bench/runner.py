@@ -144,12 +144,15 @@ class Worker:
         self.conn.close()
 
 
+OUTPUT_MARK = "\n--- candidate output ---\n"  # between a crash's text and the candidate's output appended to it
+
+
 def failure(reply: list, log: str):
     kind = reply[1] if len(reply) > 1 else "runtime"
     text = str(reply[2]) if len(reply) > 2 else ""
     cls = {"compile": CompileFailure, "shape": WrongShape, "dtype": WrongDtype, "hack": RewardHack}.get(kind, CandidateCrash)
     if log and cls is CandidateCrash:
-        text = f"{text}\n--- candidate output ---\n{log[-1500:]}"
+        text = f"{text}{OUTPUT_MARK}{log[-1500:]}"
     return cls(text)
 
 
