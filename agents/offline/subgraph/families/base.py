@@ -51,6 +51,27 @@ def cast_of(node: object) -> Node | None:
     return node.args[0] if node.kwargs.get("device", inner.device) == inner.device else None
 
 
+def float32_of(node: Node) -> Node:
+    """``x`` where ``node`` is ``x.float()`` of a floating ``x`` (an op that widens its input itself computes the
+    same from ``x``), else ``node``."""
+    inner = cast_of(node)
+    vi, vn = val(inner), val(node)
+    if inner is None or vi is None or vn is None or vn.dtype != torch.float32 or not vi.dtype.is_floating_point:
+        return node
+    return inner
+
+
+def arg(node: Node, i: int, name: str, default: object) -> object:
+    """An op call's argument, given by position ``i`` or by ``name``."""
+    return node.args[i] if len(node.args) > i else node.kwargs.get(name, default)
+
+
+def is_last_dim(dim: object, node: object) -> bool:
+    """``dim`` names the last dim of ``node``'s value (-1 or its index)."""
+    v = val(node)
+    return v is not None and isinstance(dim, int) and dim in (-1, v.dim() - 1)
+
+
 def strip_casts(node: object) -> object:
     while (inner := cast_of(node)) is not None:
         node = inner

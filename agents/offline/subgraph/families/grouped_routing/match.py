@@ -14,24 +14,14 @@ from __future__ import annotations
 
 import operator
 
-import torch
 from torch.fx import GraphModule, Node
 
 from ...capture import val
 from ...region import Region, is_op, strip_views
-from ..base import Sites, cast_of, number
+from ..base import Sites, arg, float32_of, is_last_dim, number
 from .op import GROUPED_TOPK
 
 _VIEWS = ("view", "reshape", "_unsafe_view")
-
-
-def _arg(node: Node, i: int, name: str, default: object) -> object:
-    return node.args[i] if len(node.args) > i else node.kwargs.get(name, default)
-
-
-def _last(node: Node, dim: object) -> bool:
-    v = val(node)
-    return v is not None and isinstance(dim, int) and dim in (-1, v.dim() - 1)
 
 
 def _topk(node: object) -> tuple[Node, int] | None:
@@ -39,18 +29,14 @@ def _topk(node: object) -> tuple[Node, int] | None:
     if not is_op(node, "topk") or not isinstance(node.args[1], int):
         return None
     x = node.args[0]
-    if not _last(x, _arg(node, 2, "dim", -1)) or not (_arg(node, 3, "largest", True) and _arg(node, 4, "sorted", True)):
+    largest_sorted = arg(node, 3, "largest", True) and arg(node, 4, "sorted", True)
+    if not is_last_dim(arg(node, 2, "dim", -1), x) or not largest_sorted:
         return None
     return x, node.args[1]
 
 
 def _item(node: Node, i: int) -> Node | None:
     return next((u for u in node.users if u.target is operator.getitem and u.args[1] == i), None)
-
-
-def _widened(x: Node) -> Node:
-    inner = cast_of(x)
-    return inner if inner is not None and val(x).dtype == torch.float32 and val(inner).dtype.is_floating_point else x
 
 
 def _constant(x: object) -> float | None:
@@ -74,9 +60,9 @@ def _filled(masked: object) -> tuple[Node, float] | None:
 def _scores(node: object) -> tuple[Node, str] | None:
     """(logits, "sigmoid" | "softmax") of the experts' scores."""
     if is_op(node, "sigmoid"):
-        return _widened(node.args[0]), "sigmoid"
-    if is_op(node, "_softmax") and _last(node, node.args[1]):
-        return _widened(node.args[0]), "softmax"
+        return float32_of(node.args[0]), "sigmoid"
+    if is_op(node, "_softmax") and is_last_dim(node.args[1], node):
+        return float32_of(node.args[0]), "softmax"
     return None
 
 
@@ -88,14 +74,14 @@ def _biased(choice: Node, experts: int) -> tuple[Node, Node | None] | None:
                 continue
             bias = next((n for n in strip_views(b) if val(n) is not None and tuple(val(n).shape) == (experts,)), None)
             if bias is not None:
-                return s, _widened(bias)
+                return s, float32_of(bias)
     return (choice, None) if _scores(choice) is not None else None
 
 
 def _last_dims(node: Node, of: Node) -> bool:
     """``node`` reduces ``of`` over its last dim alone (``sum`` or ``amax`` with dim [-1])."""
-    dims = _arg(node, 1, "dim", None)
-    return isinstance(dims, (list, tuple)) and len(dims) == 1 and _last(of, dims[0])
+    dims = arg(node, 1, "dim", None)
+    return isinstance(dims, (list, tuple)) and len(dims) == 1 and is_last_dim(dims[0], of)
 
 
 def _group_scores(v: Node) -> list[tuple[Node, int]]:
@@ -136,7 +122,7 @@ def find(gm: GraphModule) -> Sites:
         scores, bias = biased
         logits, score = _scores(scores)
         gathered = next((u for u in ids.users if is_op(u, "gather") and u.args[0] is scores and u.args[2] is ids
-                         and _last(scores, u.args[1])), None)  # fmt: skip
+                         and is_last_dim(u.args[1], scores)), None)  # fmt: skip
         if gathered is None:
             continue
         groups, group_k, top_groups = grouping

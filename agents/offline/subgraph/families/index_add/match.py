@@ -15,7 +15,7 @@ from torch.fx import GraphModule, Node
 
 from ...capture import val
 from ...region import Region, is_op, strip_views
-from ..base import Sites, cast_of, number, single_user
+from ..base import Sites, cast_of, float32_of, number, single_user
 from .op import INDEX_ADD_ROWS
 
 _ZEROS = {"zeros", "zeros_like", "new_zeros"}
@@ -82,22 +82,14 @@ def _scatter(n: Node) -> tuple[Node, Node, Node] | None:
     return base, index, src
 
 
-def _widened(x: Node) -> Node:
-    """``x``'s input where ``x`` casts it to float32 (exact from any float dtype), else ``x``."""
-    inner = cast_of(x)
-    if inner is not None and val(x).dtype == torch.float32 and val(inner).dtype.is_floating_point:
-        return inner
-    return x
-
-
 def _sources(src: Node) -> list[tuple[Node, Node | None]]:
     """(x, per-row scale) readings of a scatter's source, the one with a scale first."""
     rows, out = _shape(src)[0], []
     if is_op(src, "mul") and len(src.args) == 2 and all(isinstance(a, Node) for a in src.args):
         for x, s in (src.args, src.args[::-1]):
             if _shape(x) == _shape(src) and _shape(s) == (rows, 1):
-                out.append((_widened(x), s))
-    return [*out, (_widened(src), None)]
+                out.append((float32_of(x), s))
+    return [*out, (float32_of(src), None)]
 
 
 def find(gm: GraphModule) -> Sites:

@@ -1,13 +1,13 @@
 """RMSNorm backward sites, found by what they compute rather than how they spell it.
 
-From each RMSNorm statistic ``rstd = rsqrt(mean(x^2) + eps)`` (``rmsnorm.match.rstd_sites``), the element-wise
-ops, reductions, views and casts downstream of it make up the candidate backward. Its inputs are x and what the
-candidate reads from outside x's own computations, or what those are computed from (``g * w`` is read as g and w):
-a tensor of x's shape is the output's gradient (casts up to float32 folded in), a 1-D tensor over the last dim the
-weight (``w.float()`` and ``w + c``, c the offset, folded in). Its outputs are a node of x's shape (dx) and, with a weight, a 1-D one over the last dim (dw), each tried from
-the last such node back. Each combination is a region; the region check (random inputs, the op against the
-region) keeps the first that computes the backward, with dw before without. A forward RMSNorm has no gradient
-input and yields no site."""
+From each RMSNorm statistic ``rstd = rsqrt(mean(x^2) + eps)`` (``rmsnorm.match.rstd_sites``), the element-wise ops,
+reductions, views and casts downstream of it make up the candidate backward. Its inputs are x and what the candidate
+reads from outside x's own computations, or what those are computed from (``g * w`` is read as g and w): a tensor of
+x's shape is the output's gradient (casts up to float32 folded in), a 1-D tensor over the last dim the weight
+(``w.float()`` and ``w + c``, c the offset, folded in). Its outputs are a node of x's shape (dx) and, with a weight,
+a 1-D one over the last dim (dw), each tried from the last such node back. Each combination is a region; the region
+check (random inputs, the op against the region) keeps the first that computes the backward, with dw before without.
+A forward RMSNorm has no gradient input and yields no site."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from torch.fx import GraphModule, Node
 
 from ...capture import val
 from ...region import Region, target_name
-from ..base import Sites, cast_of, number
+from ..base import Sites, cast_of, float32_of, number
 from ..rmsnorm.match import rstd_sites, widened
 from .op import RMSNORM_BWD, RMSNORM_BWD_DX
 
@@ -61,11 +61,6 @@ def _weight(n: Node) -> tuple[Node, float]:
     return widened(n), offset
 
 
-def _gradient(n: Node) -> Node:
-    inner = cast_of(n)
-    return inner if inner is not None and val(n).dtype == torch.float32 and _shape(inner) is not None else n
-
-
 def find(gm: GraphModule) -> Sites:
     sites: Sites = []
     for r, xf, eps in rstd_sites(gm):
@@ -77,7 +72,7 @@ def find(gm: GraphModule) -> Sites:
         cone = [n for n in _downstream(r) if n is not r]
         read = [a for n in cone for a in n.all_input_nodes if a not in from_x and a is not h]
         outside = list(dict.fromkeys(a for n in read for a in _upstream(n)))  # ``g * w`` is read as g and w
-        grads = list(dict.fromkeys(_gradient(a) for a in outside if _shape(a) == shape))[:_TRIES]
+        grads = list(dict.fromkeys(float32_of(a) for a in outside if _shape(a) == shape))[:_TRIES]
         weights = list(dict.fromkeys(_weight(a) for a in outside if _shape(a) == shape[-1:]))[:_TRIES]
         if not grads:
             continue

@@ -21,17 +21,12 @@ from torch.fx import GraphModule, Node
 
 from ...capture import val
 from ...region import Region, is_op
-from ..base import Sites, cast_of, number, same_shape, single_user, strip_casts
+from ..base import Sites, cast_of, is_last_dim, number, same_shape, single_user, strip_casts
 from .op import ROPE, ROPE_COMPLEX
 
 _VIEW_OPS = ("view", "_unsafe_view", "reshape", "clone", "contiguous")
 
 Piece = tuple[Node, int, int, int]  # (source, start, end, step) along the source's last dim
-
-
-def _last(dim: object, node: object) -> bool:
-    v = val(node)
-    return v is not None and isinstance(dim, int) and dim in (-1, v.dim() - 1)
 
 
 def _dim_arg(node: Node, default: int, pos: int = 1) -> object:
@@ -44,7 +39,7 @@ def _piece(node: object) -> Piece | None:
         src = node.args[0]
         defaults = (0, None, None, 1)  # aten.slice(self, dim=0, start=None, end=None, step=1)
         dim, start, end, step = (*node.args[1:], *defaults[len(node.args) - 1 :])
-        if not _last(dim, src):
+        if not is_last_dim(dim, src):
             return None
         size = val(src).shape[-1]
         start = 0 if start is None else (start + size if start < 0 else min(start, size))
@@ -53,7 +48,7 @@ def _piece(node: object) -> Piece | None:
     if node is None or getattr(node, "target", None) is not operator.getitem:
         return None
     split, i = node.args
-    if not is_op(split, "split", "split_with_sizes") or not _last(_dim_arg(split, 0, 2), split.args[0]):
+    if not is_op(split, "split", "split_with_sizes") or not is_last_dim(_dim_arg(split, 0, 2), split.args[0]):
         return None
     size = val(split.args[0]).shape[-1]
     sizes = split.args[1] if is_op(split, "split_with_sizes") else [split.args[1]] * -(-size // split.args[1])
@@ -83,12 +78,12 @@ def _negated(node: object) -> object:
 
 def _joined(node: object) -> tuple[list[object], bool] | None:
     """(parts, interleaved) for ``cat(parts, -1)`` or ``stack(parts, -1)`` viewed to the parts' rank."""
-    if is_op(node, "cat") and _last(_dim_arg(node, 0), node):
+    if is_op(node, "cat") and is_last_dim(_dim_arg(node, 0), node):
         return list(node.args[0]), False
     stack = node
     while is_op(stack, *_VIEW_OPS):
         stack = stack.args[0]
-    if stack is not node and is_op(stack, "stack") and _last(_dim_arg(stack, 0), stack):
+    if stack is not node and is_op(stack, "stack") and is_last_dim(_dim_arg(stack, 0), stack):
         if val(node) is not None and val(node).dim() == val(stack).dim() - 1:
             return list(stack.args[0]), True
     return None
@@ -129,7 +124,7 @@ def _partial(x: Node, ends: list[Node]) -> list[tuple[Node, Node, int]]:
         cat = single_user(e)
         if not is_op(cat, "cat") or len(cat.args[0]) != 2 or cat.args[0][0] is not e:
             continue
-        if not _last(_dim_arg(cat, 0), cat):
+        if not is_last_dim(_dim_arg(cat, 0), cat):
             continue
         rest = _piece(strip_casts(cat.args[0][1]))
         if rest is None or strip_casts(rest[0]) is not strip_casts(whole):

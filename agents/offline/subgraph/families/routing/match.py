@@ -14,12 +14,8 @@ from torch.fx import GraphModule, Node
 
 from ...capture import val
 from ...region import Region, is_op
-from ..base import Sites, strip_casts
+from ..base import Sites, arg, strip_casts
 from .op import SOFTMAX_TOPK
-
-
-def _arg(node: Node, i: int, name: str, default: object) -> object:
-    return node.args[i] if len(node.args) > i else node.kwargs.get(name, default)
 
 
 def _last(dim: object, ndim: int) -> bool:
@@ -40,7 +36,7 @@ def _renormalised(w: Node) -> Node | None:
     """``w / w.sum(-1, keepdim=True)``: the division, when ``w``'s users spell exactly that."""
     sums = [u for u in w.users if is_op(u, "sum") and u.args[0] is w]
     for s in sums:
-        dims, keep = _arg(s, 1, "dim", None), _arg(s, 2, "keepdim", False)
+        dims, keep = arg(s, 1, "dim", None), arg(s, 2, "keepdim", False)
         vw = val(w)
         if not (keep and isinstance(dims, (list, tuple)) and len(dims) == 1 and _last(dims[0], vw.dim())):
             continue
@@ -59,8 +55,8 @@ def find(gm: GraphModule) -> Sites:
         vp = val(probs)
         if not is_op(probs, "_softmax") or vp is None or vp.dtype != torch.float32 or not isinstance(k, int):
             continue
-        largest_sorted = _arg(t, 3, "largest", True) and _arg(t, 4, "sorted", True)
-        if not _last(_arg(t, 2, "dim", -1), vp.dim()) or not largest_sorted:
+        largest_sorted = arg(t, 3, "largest", True) and arg(t, 4, "sorted", True)
+        if not _last(arg(t, 2, "dim", -1), vp.dim()) or not largest_sorted:
             continue
         if not _last(probs.args[1], vp.dim()) or (outs := _outputs(t)) is None:
             continue
