@@ -125,9 +125,10 @@ def rows(
 
 def told_summary(told: dict[str, list[str]]) -> str:
     """The candidates' own lines (``solforge tuned ...: keeps WAY; ...``, ``solforge subgraph ...: replaced ...``,
-    ``solforge graph ...: not captured, ...``, ``solforge way OP ...: keeps WAY``), counted: which way the tuned
-    reference kept over the signatures, at how many the subgraph candidate replaced nothing, at how many a
-    candidate's CUDA graph was not captured, and at how many op shapes a family's own kernel beat the default."""
+    ``solforge graph ...: not captured, ...``, ``solforge way OP ...: keeps WAY``, ``solforge into ...: family ops
+    store ...``), counted: which way the tuned reference kept over the signatures, at how many the subgraph
+    candidate replaced nothing, at how many a candidate's CUDA graph was not captured, at how many op shapes a
+    family's own kernel beat the default, and at how many signatures family ops stored outputs themselves."""
     parts = []
     for name, lines in sorted(told.items()):
         kept = Counter(x.split(": keeps ", 1)[1].split(";", 1)[0] for x in lines
@@ -143,6 +144,9 @@ def told_summary(told: dict[str, list[str]]) -> str:
         if ways:
             mine = sum(w != "default" for w in ways)
             parts.append(f"{name} family kernels kept at {mine} of {len(ways)} op shapes")
+        stored = sum(x.startswith("solforge into") for x in lines)
+        if stored:
+            parts.append(f"{name} family ops stored outputs at {stored}")
         eager = sum(": not captured, runs eagerly" in x for x in lines)
         if eager:
             parts.append(f"{name} ran eagerly (its CUDA graph not captured) at {eager}")

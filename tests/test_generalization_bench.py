@@ -139,11 +139,13 @@ def test_the_note_counts_what_the_candidates_said_they_ran(monkeypatch) -> None:
                              "solforge subgraph [(16384, 60)]: replaced nothing (no region reproduced here)",
                              "solforge graph [(1, 60), (1, 8)]: not captured, runs eagerly (RuntimeError: x)",
                              "solforge way softmax_topk ((1, 60),): keeps triton_2048x4; default 0.01 ms",
-                             "solforge way softmax_topk ((617, 60),): keeps default; default 0.02 ms"],
+                             "solforge way softmax_topk ((617, 60),): keeps default; default 0.02 ms",
+                             "solforge into [(1, 60)]: family ops store 2 of 2 outputs themselves"],
     }  # fmt: skip
     assert gen.told_summary(told) == ("ref_tuned kept graph_of_families x1, graph_of_eager x2; "
                                       "subgraph_routing replaced nothing at 2 of 3; "
                                       "subgraph_routing family kernels kept at 1 of 2 op shapes; "
+                                      "subgraph_routing family ops stored outputs at 1; "
                                       "subgraph_routing ran eagerly (its CUDA graph not captured) at 1")  # fmt: skip
     rec = {"problem": "p", "best": "ref_tuned", "passed": 2, "tried": 2, "vs_tb": 1.1, "told": told}
     [row] = gen.rows({"p": "routing"}, [rec], None)

@@ -2,7 +2,10 @@
 
 Each op has a plain-torch implementation (every device: the family's semantics, what the CPU runs and what
 regions are checked against), a fake implementation (shapes only, for tracing and Inductor) and, where the
-family has one, a CUDA kernel. The agent imports this package and so does a candidate that ships it: the
+family has one, a CUDA kernel. Each op ``<name>`` has a twin ``<name>_into`` that writes its results into
+buffers it is given (``outs``, mutated): where a graph output is an op's result, the candidate hands the judge's
+output buffer to the twin and no copy kernel follows the op (``into.py``). A CUDA kernel whose launcher takes
+``out=`` stores there itself; elsewhere the twin copies the op's results in. The agent imports this package and so does a candidate that ships it: the
 first to register wins, and both register the same code.
 
 Shipped inside subgraph candidates: torch only.
@@ -11,6 +14,7 @@ Shipped inside subgraph candidates: torch only.
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable
 
 import torch
@@ -35,7 +39,48 @@ def define(name: str, impl: Callable[..., Any], fake: Callable[..., Any],
     op_def.register_fake(fake)
     if cuda is not None:
         op_def.register_kernel("cuda", _contiguous(cuda))
+    _define_into(name, op_def._opoverload._schema, impl, cuda)
     return getattr(getattr(torch.ops, NAMESPACE), name)
+
+
+INTO = "_into"  # the twin's name is the op's followed by this
+
+
+def into_of(target: Any) -> Any | None:
+    """The ``_into`` twin of an ``sf_subgraph`` op overload (None for any other target)."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or not schema.name.startswith(f"{NAMESPACE}::") or schema.name.endswith(INTO):
+        return None
+    twin = existing(schema.name.split("::", 1)[1] + INTO)
+    return twin.default if twin is not None else None
+
+
+def _define_into(name: str, schema: Any, impl: Callable[..., Any], cuda: Callable[..., Any] | None) -> None:
+    args = str(schema).split("(", 1)[1].rsplit(") -> ", 1)[0]
+    twin = torch.library.custom_op(f"{NAMESPACE}::{name}{INTO}", _writing(impl), mutates_args=("outs",),
+                                   schema=f"({args}, Tensor(a!)[] outs) -> ()")  # fmt: skip
+    twin.register_fake(lambda *args, **kwargs: None)
+    if cuda is not None:
+        takes_out = "out" in inspect.signature(cuda).parameters
+        twin.register_kernel("cuda", _writing(cuda, takes_out))
+
+
+def _writing(run: Callable[..., Any], takes_out: bool = False) -> Callable[..., None]:
+    """``run`` as the twin calls it: its results into ``outs`` (by ``run(..., out=outs)`` where it takes that)."""
+
+    def write(*args: Any, **kwargs: Any) -> None:
+        if "outs" in kwargs:  # after keyword-only arguments, ``outs`` is one too
+            outs = kwargs.pop("outs")
+        else:
+            *args, outs = args
+        if takes_out:
+            run(*args, **kwargs, out=tuple(outs))
+            return
+        results = run(*args, **kwargs)
+        for dst, src in zip(outs, results if isinstance(results, tuple) else (results,), strict=True):
+            dst.copy_(src)
+
+    return write
 
 
 def _contiguous(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -131,3 +131,13 @@ def _spin_cycles(device: int, preroll_us: float) -> int:
     end.record()
     end.synchronize()
     return max(1, round(probe * preroll_us / max(start.elapsed_time(end) * 1e3, 1e-3)))
+
+
+def stored(results: Outputs, out: tuple[torch.Tensor, ...] | None) -> Outputs:
+    """``results`` copied into ``out`` where given (a way that allocates its own outputs, run for an op asked to
+    store into buffers: ``ops.py``'s twins), else as they are."""
+    if out is None:
+        return results
+    for dst, src in zip(out, _as_tuple(results), strict=True):
+        dst.copy_(src)
+    return out if isinstance(results, (tuple, list)) else out[0]

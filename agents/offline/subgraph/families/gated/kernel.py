@@ -53,13 +53,14 @@ def _rows(t: torch.Tensor) -> tuple[torch.Tensor, int]:
     return t, step
 
 
-def gated(a, b, act, act_dtype, out_dtype):
+def gated(a, b, act, act_dtype, out_dtype, out=None):
+    """act(a) * b over rows (broadcast where a and b differ); into ``out[0]`` (contiguous) where given."""
     if act_dtype not in (None, out_dtype):
         raise ValueError(f"the kernel rounds the activation to the output dtype {out_dtype} only, not {act_dtype}")
     if a.shape != b.shape:
         a, b = torch.broadcast_tensors(a, b)
         a, b = a.contiguous(), b.contiguous()
-    y = torch.empty(a.shape, dtype=out_dtype, device=a.device)
+    y = out[0] if out is not None else torch.empty(a.shape, dtype=out_dtype, device=a.device)
     n_cols = a.shape[-1] if a.dim() else 1
     rows = y.numel() // max(n_cols, 1)
     if rows == 0:

@@ -43,10 +43,10 @@ def _gated_fake(a, b, act, act_dtype, out_dtype):
     return torch.empty(torch.broadcast_shapes(a.shape, b.shape), dtype=out_dtype, device=a.device)
 
 
-def _gated_cuda(a, b, act, act_dtype, out_dtype):
+def _gated_cuda(a, b, act, act_dtype, out_dtype, out=None):
     from .kernel import gated
 
-    return gated(a, b, act, act_dtype, out_dtype)
+    return gated(a, b, act, act_dtype, out_dtype, out)
 
 
 GATED = define("gated", _gated, _gated_fake, _gated_cuda)

@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..measure import DEFAULT, chosen_way
+from ..measure import DEFAULT, chosen_way, stored
 
 _BLOCKS = ((256, 2), (1024, 4), (2048, 8))  # (columns per program, warps)
 _FLOAT = (torch.float32, torch.float16, torch.bfloat16)
@@ -66,9 +66,9 @@ def takes(base: Optional[torch.Tensor], index: torch.Tensor, src: torch.Tensor, 
 
 def index_add_rows(base: Optional[torch.Tensor], index: torch.Tensor, src: torch.Tensor,
                    scale: Optional[torch.Tensor], rows: int, acc_dtype: torch.dtype, out_dtype: torch.dtype,
-                   block: int = 1024, num_warps: int = 4) -> torch.Tensor:  # fmt: skip
+                   block: int = 1024, num_warps: int = 4, out: tuple[torch.Tensor] | None = None) -> torch.Tensor:  # fmt: skip
     cols = src.shape[1]
-    y = torch.empty((rows, cols), dtype=out_dtype, device=src.device)
+    y = out[0] if out is not None else torch.empty((rows, cols), dtype=out_dtype, device=src.device)
     if rows == 0 or cols == 0:
         return y
     flat = index.reshape(-1)
@@ -89,12 +89,14 @@ def index_add_rows(base: Optional[torch.Tensor], index: torch.Tensor, src: torch
 
 def fastest_index_add_rows(base: Optional[torch.Tensor], index: torch.Tensor, src: torch.Tensor,
                            scale: Optional[torch.Tensor], rows: int, acc_dtype: torch.dtype, out_dtype: torch.dtype,
-                           default: Callable[[], torch.Tensor]) -> torch.Tensor:  # fmt: skip
+                           default: Callable[[], torch.Tensor],
+                           out: tuple[torch.Tensor] | None = None) -> torch.Tensor:  # fmt: skip
     args = (base, index, src, scale, rows, acc_dtype, out_dtype)
     if not src.is_cuda or not takes(*args):
-        return default()
-    ways: dict[str, Callable[[], torch.Tensor]] = {DEFAULT: default}
+        return stored(default(), out)
+    ways: dict[str, Callable[..., torch.Tensor]] = {DEFAULT: lambda into=None: stored(default(), into)}
     for block, warps in _BLOCKS:
-        ways[f"triton_{block}x{warps}"] = lambda block=block, warps=warps: index_add_rows(*args, block, warps)
+        ways[f"triton_{block}x{warps}"] = lambda into=None, block=block, warps=warps: index_add_rows(
+            *args, block, warps, into)  # fmt: skip
     key = tuple((tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
-    return ways[chosen_way((key, src.device), ways, _CHOSEN, op="index_add_rows")]()
+    return ways[chosen_way((key, src.device), ways, _CHOSEN, op="index_add_rows")](out)

@@ -28,11 +28,11 @@ def _index_add_rows_fake(base, index, src, scale, rows, acc_dtype, out_dtype):
     return torch.empty((rows, src.shape[1]), dtype=out_dtype, device=src.device)
 
 
-def _index_add_rows_cuda(base, index, src, scale, rows, acc_dtype, out_dtype):
+def _index_add_rows_cuda(base, index, src, scale, rows, acc_dtype, out_dtype, out=None):
     from .kernel import fastest_index_add_rows
 
     return fastest_index_add_rows(base, index, src, scale, rows, acc_dtype, out_dtype,
-                                  lambda: _index_add_rows(base, index, src, scale, rows, acc_dtype, out_dtype))
+                                  lambda: _index_add_rows(base, index, src, scale, rows, acc_dtype, out_dtype), out)
 
 
 INDEX_ADD_ROWS = define("index_add_rows", _index_add_rows, _index_add_rows_fake, _index_add_rows_cuda)

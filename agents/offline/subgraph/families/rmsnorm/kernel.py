@@ -2,7 +2,8 @@
 
 Kernel: one program per row, the row held in registers (up to ~16K columns), fp32 statistics; with a
 residual it also stores h = x + residual (rounded to x's dtype, as the reference's add is) and normalises
-that rounded h. Launcher: ``rmsnorm(x, residual, weight, ...) -> (y, h or None)``.
+that rounded h. Launcher: ``rmsnorm(x, residual, weight, ..., out=None) -> (y, h or None)``, storing into
+``out`` (y's buffer, then h's with a residual; contiguous) where given.
 """
 
 from __future__ import annotations
@@ -37,12 +38,15 @@ def _rmsnorm_rows(x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, n_cols, eps, offset,
     tl.store(y_ptr + row * n_cols + cols, n.to(y_ptr.dtype.element_ty), mask=m)
 
 
-def rmsnorm(x, residual, weight, eps, offset, cast_before_weight, out_dtype):
+def rmsnorm(x, residual, weight, eps, offset, cast_before_weight, out_dtype, out=None):
     x = x.contiguous()
     n_cols = x.shape[-1]
     rows = x.numel() // max(n_cols, 1)
-    y = torch.empty(x.shape, dtype=out_dtype, device=x.device)
-    h = torch.empty_like(x) if residual is not None else None
+    if out is not None:
+        y, h = out[0], (out[1] if residual is not None else None)
+    else:
+        y = torch.empty(x.shape, dtype=out_dtype, device=x.device)
+        h = torch.empty_like(x) if residual is not None else None
     if rows == 0:
         return y, h
     block = triton.next_power_of_2(n_cols)

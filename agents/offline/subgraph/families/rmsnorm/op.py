@@ -34,10 +34,10 @@ def _rmsnorm_fake(x, weight, eps, offset, cast_before_weight, out_dtype):
     return torch.empty(x.shape, dtype=out_dtype, device=x.device)
 
 
-def _rmsnorm_cuda(x, weight, eps, offset, cast_before_weight, out_dtype):
+def _rmsnorm_cuda(x, weight, eps, offset, cast_before_weight, out_dtype, out=None):
     from .kernel import rmsnorm
 
-    return rmsnorm(x, None, weight, eps, offset, cast_before_weight, out_dtype)[0]
+    return rmsnorm(x, None, weight, eps, offset, cast_before_weight, out_dtype, out)[0]
 
 
 def _add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torch.Tensor], eps: float, offset: float,
@@ -50,10 +50,10 @@ def _add_rmsnorm_fake(x, residual, weight, eps, offset, cast_before_weight, out_
     return torch.empty(x.shape, dtype=out_dtype, device=x.device), torch.empty_like(x)
 
 
-def _add_rmsnorm_cuda(x, residual, weight, eps, offset, cast_before_weight, out_dtype):
+def _add_rmsnorm_cuda(x, residual, weight, eps, offset, cast_before_weight, out_dtype, out=None):
     from .kernel import rmsnorm
 
-    return rmsnorm(x, residual, weight, eps, offset, cast_before_weight, out_dtype)
+    return rmsnorm(x, residual, weight, eps, offset, cast_before_weight, out_dtype, out)
 
 
 RMSNORM = define("rmsnorm", _rmsnorm, _rmsnorm_fake, _rmsnorm_cuda)

@@ -5,7 +5,8 @@ its own partial sum of dw, stored once at the end; the partials (one row per pro
 Inductor's code of the same formula reads x and the gradient twice (once for dx, once more for the reduction of
 dw across rows); here each is read once. Rows up to 16384 columns.
 
-Launcher: ``rmsnorm_bwd(x, weight, grad, eps, offset, dx_dtype, dw_dtype, programs)`` (``dw_dtype`` None: dx alone).
+Launcher: ``rmsnorm_bwd(x, weight, grad, eps, offset, dx_dtype, dw_dtype, programs, out)`` (``dw_dtype`` None: dx
+alone; ``out``: contiguous buffers to store dx and dw in).
 On CUDA each call shape runs the fastest of torch's own formula (the default) and this kernel with one or four
 programs per SM whose outputs agree with it (``families/measure.fastest``).
 """
@@ -18,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..measure import DEFAULT, chosen_way
+from ..measure import DEFAULT, chosen_way, stored
 
 MAX_COLS = 16384
 _CHOSEN: dict = {}  # per call shape: the way its first call measured fastest
@@ -64,12 +65,14 @@ def takes(x: torch.Tensor, weight: Optional[torch.Tensor], grad: torch.Tensor) -
 
 def rmsnorm_bwd(x: torch.Tensor, weight: Optional[torch.Tensor], grad: torch.Tensor, eps: float, offset: float,
                 dx_dtype: torch.dtype, dw_dtype: Optional[torch.dtype],
-                programs: int = 0) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-    """(dx, dw), or dx alone where ``dw_dtype`` is None. ``programs``: how many (0: four per SM)."""
+                programs: int = 0,
+                out: tuple[torch.Tensor, ...] | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """(dx, dw), or dx alone where ``dw_dtype`` is None. ``programs``: how many (0: four per SM). ``out``: dx's
+    buffer (and dw's), stored into."""
     n_cols = x.shape[-1]
     x2, g2 = x.reshape(-1, n_cols).contiguous(), grad.reshape(-1, n_cols).contiguous()
     n_rows = x2.shape[0]
-    dx = torch.empty(x.shape, dtype=dx_dtype, device=x.device)
+    dx = out[0] if out is not None else torch.empty(x.shape, dtype=dx_dtype, device=x.device)
     if programs <= 0:
         programs = 4 * torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
     per = triton.cdiv(max(n_rows, 1), max(1, min(programs, n_rows)))
@@ -82,19 +85,22 @@ def rmsnorm_bwd(x: torch.Tensor, weight: Optional[torch.Tensor], grad: torch.Ten
                                        BLOCK=block, num_warps=4 if block <= 1024 else 8 if block <= 4096 else 16)
     if dw_dtype is None:
         return dx
-    return dx, part.sum(dim=0).to(dw_dtype)
+    if out is not None and out[1].dtype == torch.float32:
+        return dx, torch.sum(part, dim=0, out=out[1])
+    return dx, stored(part.sum(dim=0).to(dw_dtype), out[1:] if out is not None else None)
 
 
 def fastest_rmsnorm_bwd(x: torch.Tensor, weight: Optional[torch.Tensor], grad: torch.Tensor, eps: float,
                         offset: float, dx_dtype: torch.dtype, dw_dtype: Optional[torch.dtype],
-                        default: Callable[[], torch.Tensor | tuple[torch.Tensor, torch.Tensor]]):  # fmt: skip
+                        default: Callable[[], torch.Tensor | tuple[torch.Tensor, torch.Tensor]],
+                        out: tuple[torch.Tensor, ...] | None = None):  # fmt: skip
     if not x.is_cuda or not takes(x, weight, grad):
-        return default()
+        return stored(default(), out)
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-    ways: dict[str, Callable] = {DEFAULT: default}
+    ways: dict[str, Callable] = {DEFAULT: lambda into=None: stored(default(), into)}
     for per_sm in (1, 4):
-        ways[f"triton_{per_sm}_per_sm"] = lambda n=per_sm * sms: rmsnorm_bwd(x, weight, grad, eps, offset, dx_dtype,
-                                                                            dw_dtype, n)  # fmt: skip
+        ways[f"triton_{per_sm}_per_sm"] = lambda into=None, n=per_sm * sms: rmsnorm_bwd(
+            x, weight, grad, eps, offset, dx_dtype, dw_dtype, n, into)  # fmt: skip
     key = tuple((tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a
                 for a in (x, weight, grad, eps, offset, dx_dtype, dw_dtype))  # fmt: skip
-    return ways[chosen_way((key, x.device), ways, _CHOSEN, op="rmsnorm_bwd")]()
+    return ways[chosen_way((key, x.device), ways, _CHOSEN, op="rmsnorm_bwd")](out)

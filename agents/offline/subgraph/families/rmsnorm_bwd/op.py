@@ -39,11 +39,11 @@ def _rmsnorm_bwd_fake(x, weight, grad, eps, offset, dx_dtype, dw_dtype):
             torch.empty(x.shape[-1:], dtype=dw_dtype, device=x.device))  # fmt: skip
 
 
-def _rmsnorm_bwd_cuda(x, weight, grad, eps, offset, dx_dtype, dw_dtype):
+def _rmsnorm_bwd_cuda(x, weight, grad, eps, offset, dx_dtype, dw_dtype, out=None):
     from .kernel import fastest_rmsnorm_bwd
 
     return fastest_rmsnorm_bwd(x, weight, grad, eps, offset, dx_dtype, dw_dtype,
-                               lambda: _rmsnorm_bwd(x, weight, grad, eps, offset, dx_dtype, dw_dtype))
+                               lambda: _rmsnorm_bwd(x, weight, grad, eps, offset, dx_dtype, dw_dtype), out)
 
 
 def _rmsnorm_bwd_dx(x: torch.Tensor, weight: Optional[torch.Tensor], grad: torch.Tensor, eps: float, offset: float,
@@ -55,11 +55,11 @@ def _rmsnorm_bwd_dx_fake(x, weight, grad, eps, offset, dx_dtype):
     return torch.empty(x.shape, dtype=dx_dtype, device=x.device)
 
 
-def _rmsnorm_bwd_dx_cuda(x, weight, grad, eps, offset, dx_dtype):
+def _rmsnorm_bwd_dx_cuda(x, weight, grad, eps, offset, dx_dtype, out=None):
     from .kernel import fastest_rmsnorm_bwd
 
     return fastest_rmsnorm_bwd(x, weight, grad, eps, offset, dx_dtype, None,
-                               lambda: _rmsnorm_bwd_dx(x, weight, grad, eps, offset, dx_dtype))
+                               lambda: _rmsnorm_bwd_dx(x, weight, grad, eps, offset, dx_dtype), out)
 
 
 RMSNORM_BWD = define("rmsnorm_bwd", _rmsnorm_bwd, _rmsnorm_bwd_fake, _rmsnorm_bwd_cuda)

@@ -71,7 +71,8 @@ def _three_leading(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def rope(x, cos, sin, rot_dim, interleaved, pair_cos, out_dtype):
+def rope(x, cos, sin, rot_dim, interleaved, pair_cos, out_dtype, out=None):
+    """x rotated over its first rot_dim features; into ``out[0]`` (contiguous, x's shape) where given."""
     head_dim = x.shape[-1]
     if rot_dim % 2 or not 0 < rot_dim <= head_dim:
         raise ValueError(f"rot_dim {rot_dim} must be even and within head_dim {head_dim}")
@@ -84,7 +85,7 @@ def rope(x, cos, sin, rot_dim, interleaved, pair_cos, out_dtype):
     if len(lead) > 3:
         x, cos, sin = (t.reshape(-1, t.shape[-1]) for t in (x, cos, sin))
     x, cos, sin = (_three_leading(t) for t in (x, cos, sin))
-    y = torch.empty(lead + (head_dim,), dtype=out_dtype, device=x.device)
+    y = out[0] if out is not None else torch.empty(lead + (head_dim,), dtype=out_dtype, device=x.device)
     n_rows = y.numel() // max(head_dim, 1)
     if n_rows == 0:
         return y

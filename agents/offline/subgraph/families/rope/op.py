@@ -43,10 +43,10 @@ def _rope_fake(x, cos, sin, rot_dim, interleaved, pair_cos, out_dtype):
     return torch.empty(x.shape, dtype=out_dtype, device=x.device)
 
 
-def _rope_cuda(x, cos, sin, rot_dim, interleaved, pair_cos, out_dtype):
+def _rope_cuda(x, cos, sin, rot_dim, interleaved, pair_cos, out_dtype, out=None):
     from .kernel import rope
 
-    return rope(x, cos, sin, rot_dim, interleaved, pair_cos, out_dtype)
+    return rope(x, cos, sin, rot_dim, interleaved, pair_cos, out_dtype, out)
 
 
 def _rope_complex(x: torch.Tensor, freqs: torch.Tensor, rot_dim: int, out_dtype: torch.dtype) -> torch.Tensor:
@@ -60,11 +60,11 @@ def _rope_complex_fake(x, freqs, rot_dim, out_dtype):
     return torch.empty(x.shape, dtype=out_dtype, device=x.device)
 
 
-def _rope_complex_cuda(x, freqs, rot_dim, out_dtype):
+def _rope_complex_cuda(x, freqs, rot_dim, out_dtype, out=None):
     from .kernel import rope
 
     parts = torch.view_as_real(freqs)
-    return rope(x, parts[..., 0], parts[..., 1], rot_dim, True, True, out_dtype)
+    return rope(x, parts[..., 0], parts[..., 1], rot_dim, True, True, out_dtype, out)
 
 
 ROPE = define("rope", _rope, _rope_fake, _rope_cuda)
