@@ -2,7 +2,9 @@
 GPU, stable), each destination row's run of sources is found by ``searchsorted``, and one program per destination
 row and column block adds its run to the base row (or zeros) in float32, in the sources' order (after the per-row
 scale, the product rounded to the accumulation dtype as the reference's multiply rounds it), and stores once, in
-the output dtype: in float32 the sum of ``index_add`` on the CPU, bit for bit.
+the output dtype: in float32 the sum of ``index_add`` on the CPU, bit for bit. A program loads ``AHEAD`` sources of
+its run before it adds them (in order): one source row at a time, each load waited for, kept a combine of k rows per
+token at a third of the memory's speed (H100: 216 µs for 161 MB read and 40 MB written).
 
 ``index_add`` on CUDA (eager and Inductor's code alike) adds every source element into the destination with an
 atomic; a MoE combine of k rows per token then pays k read-modify-writes per output element in L2, and the
@@ -25,7 +27,8 @@ import triton.language as tl
 
 from ..measure import DEFAULT, chosen_way, stored
 
-_BLOCKS = ((256, 2), (1024, 4), (2048, 8))  # (columns per program, warps)
+# (columns per program, warps, sources loaded ahead): each a contender
+_BLOCKS = ((256, 2, 4), (1024, 4, 4), (1024, 4, 8), (2048, 8, 4))
 _FLOAT = (torch.float32, torch.float16, torch.bfloat16)
 _TL = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 _CHOSEN: dict = {}  # per call shape: the way its first call measured fastest
@@ -34,7 +37,7 @@ _CHOSEN: dict = {}  # per call shape: the way its first call measured fastest
 @triton.jit
 def _index_add_rows(src_ptr, scale_ptr, order_ptr, starts_ptr, base_ptr, y_ptr, cols, src_row, base_row,
                     HAS_SCALE: tl.constexpr, HAS_BASE: tl.constexpr, ACC: tl.constexpr,
-                    BLOCK: tl.constexpr):  # fmt: skip
+                    BLOCK: tl.constexpr, AHEAD: tl.constexpr):  # fmt: skip
     t = tl.program_id(0).to(tl.int64)
     c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = c < cols
@@ -43,13 +46,18 @@ def _index_add_rows(src_ptr, scale_ptr, order_ptr, starts_ptr, base_ptr, y_ptr, 
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     if HAS_BASE:
         acc += tl.load(base_ptr + t * base_row + c, mask=ok, other=0.0).to(ACC).to(tl.float32)
-    for j in range(begin, end):
-        r = tl.load(order_ptr + j).to(tl.int64)
-        v = tl.load(src_ptr + r * src_row + c, mask=ok, other=0.0).to(ACC).to(tl.float32)
-        if HAS_SCALE:
-            s = tl.load(scale_ptr + r).to(ACC).to(tl.float32)
-            v = (v * s).to(ACC).to(tl.float32)
-        acc += v
+    for j0 in range(begin, end, AHEAD):
+        # unrolled with no branch: no load waits on an add, so the AHEAD loads are in flight together; the adds
+        # stay in the run's order (a source past the run's end, its position clamped to the run's last, loads as
+        # zero, and adding zero changes no sum)
+        for a in tl.static_range(AHEAD):
+            r = tl.load(order_ptr + tl.minimum(j0 + a, end - 1)).to(tl.int64)
+            here = ok & (tl.zeros_like(c) + (j0 + a) < end)  # (as a block: the interpreter takes no scalar mask here)
+            v = tl.load(src_ptr + r * src_row + c, mask=here, other=0.0).to(ACC).to(tl.float32)
+            if HAS_SCALE:
+                s = tl.load(scale_ptr + r).to(ACC).to(tl.float32)
+                v = (v * s).to(ACC).to(tl.float32)
+            acc += v
     tl.store(y_ptr + t * cols + c, acc.to(y_ptr.dtype.element_ty), mask=ok)
 
 
@@ -66,7 +74,8 @@ def takes(base: Optional[torch.Tensor], index: torch.Tensor, src: torch.Tensor, 
 
 def index_add_rows(base: Optional[torch.Tensor], index: torch.Tensor, src: torch.Tensor,
                    scale: Optional[torch.Tensor], rows: int, acc_dtype: torch.dtype, out_dtype: torch.dtype,
-                   block: int = 1024, num_warps: int = 4, out: tuple[torch.Tensor] | None = None) -> torch.Tensor:  # fmt: skip
+                   block: int = 1024, num_warps: int = 4, out: tuple[torch.Tensor] | None = None,
+                   ahead: int = 4) -> torch.Tensor:  # fmt: skip
     cols = src.shape[1]
     y = out[0] if out is not None else torch.empty((rows, cols), dtype=out_dtype, device=src.device)
     if rows == 0 or cols == 0:
@@ -82,7 +91,7 @@ def index_add_rows(base: Optional[torch.Tensor], index: torch.Tensor, src: torch
     _index_add_rows[(rows, triton.cdiv(cols, block))](
         src, scale if scale is not None else src, order, starts, base if base is not None else src, y, cols,
         src.stride(0), base.stride(0) if base is not None else 0, HAS_SCALE=scale is not None,
-        HAS_BASE=base is not None, ACC=_TL[acc_dtype], BLOCK=block, num_warps=num_warps,
+        HAS_BASE=base is not None, ACC=_TL[acc_dtype], BLOCK=block, AHEAD=ahead, num_warps=num_warps,
     )  # fmt: skip
     return y
 
@@ -95,8 +104,8 @@ def fastest_index_add_rows(base: Optional[torch.Tensor], index: torch.Tensor, sr
     if not src.is_cuda or not takes(*args):
         return stored(default(), out)
     ways: dict[str, Callable[..., torch.Tensor]] = {DEFAULT: lambda into=None: stored(default(), into)}
-    for block, warps in _BLOCKS:
-        ways[f"triton_{block}x{warps}"] = lambda into=None, block=block, warps=warps: index_add_rows(
-            *args, block, warps, into)  # fmt: skip
+    for block, warps, ahead in _BLOCKS:
+        ways[f"triton_{block}x{warps}_ahead{ahead}"] = lambda into=None, b=block, w=warps, a=ahead: index_add_rows(
+            *args, b, w, into, a)  # fmt: skip
     key = tuple((tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
     return ways[chosen_way((key, src.device), ways, _CHOSEN, op="index_add_rows")](out)
