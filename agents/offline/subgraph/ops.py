@@ -2,10 +2,10 @@
 
 Each op has a plain-torch implementation (every device: the family's semantics, what the CPU runs and what
 regions are checked against), a fake implementation (shapes only, for tracing and Inductor) and, where the
-family has one, a CUDA kernel. Each op ``<name>`` has a twin ``<name>_into`` that writes its results into
-buffers it is given (``outs``, mutated): where a graph output is an op's result, the candidate hands the judge's
-output buffer to the twin and no copy kernel follows the op (``into.py``). A CUDA kernel whose launcher takes
-``out=`` stores there itself; elsewhere the twin copies the op's results in. The agent imports this package and so does a candidate that ships it: the
+family has one, a CUDA kernel. An op whose CUDA kernel's launcher takes ``out=`` (buffers to store its results in)
+has a twin ``<name>_into`` that writes its results into buffers it is given (``outs``, mutated): where a graph
+output is such an op's result, the candidate hands the judge's output buffer to the twin and no copy kernel follows
+the op (``into.py``). Off CUDA the twin copies the op's results in. The agent imports this package and so does a candidate that ships it: the
 first to register wins, and both register the same code.
 
 Shipped inside subgraph candidates: torch only.
@@ -39,7 +39,8 @@ def define(name: str, impl: Callable[..., Any], fake: Callable[..., Any],
     op_def.register_fake(fake)
     if cuda is not None:
         op_def.register_kernel("cuda", _contiguous(cuda))
-    _define_into(name, op_def._opoverload._schema, impl, cuda)
+        if "out" in inspect.signature(cuda).parameters:
+            _define_into(name, op_def._opoverload._schema, impl, cuda)
     return getattr(getattr(torch.ops, NAMESPACE), name)
 
 
@@ -55,14 +56,14 @@ def into_of(target: Any) -> Any | None:
     return twin.default if twin is not None else None
 
 
-def _define_into(name: str, schema: Any, impl: Callable[..., Any], cuda: Callable[..., Any] | None) -> None:
+def _define_into(name: str, schema: Any, impl: Callable[..., Any], cuda: Callable[..., Any]) -> None:
+    # (an op whose kernel cannot store into a buffer gets no twin: copying its results in inside the op would cost
+    # what Inductor's copy after it costs, and one kernel per output where Inductor fuses the copies into one)
     args = str(schema).split("(", 1)[1].rsplit(") -> ", 1)[0]
     twin = torch.library.custom_op(f"{NAMESPACE}::{name}{INTO}", _writing(impl), mutates_args=("outs",),
                                    schema=f"({args}, Tensor(a!)[] outs) -> ()")  # fmt: skip
     twin.register_fake(lambda *args, **kwargs: None)
-    if cuda is not None:
-        takes_out = "out" in inspect.signature(cuda).parameters
-        twin.register_kernel("cuda", _writing(cuda, takes_out))
+    twin.register_kernel("cuda", _writing(cuda, takes_out=True))
 
 
 def _writing(run: Callable[..., Any], takes_out: bool = False) -> Callable[..., None]:
