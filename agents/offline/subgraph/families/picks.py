@@ -40,6 +40,21 @@ def placed(w, ids, slots, j, weight, i):
 
 
 @triton.jit
+def top_k(scores, weights, free, cols, BLOCK: tl.constexpr, K: tl.constexpr, K_PAD: tl.constexpr,
+          ROWS: tl.constexpr):  # fmt: skip
+    """The ``K`` largest ``scores`` [ROWS, BLOCK] of each row among ``free``, in order: (slots, their ``weights`` at
+    the picked columns [ROWS, K_PAD], the columns [ROWS, K_PAD]), for ``store_picks``."""
+    slots = tl.arange(0, K_PAD)
+    w = tl.zeros([ROWS, K_PAD], dtype=tl.float32)
+    ids = tl.zeros([ROWS, K_PAD], dtype=tl.int64)
+    for j in tl.static_range(K):
+        _, i = largest(scores, free, cols, BLOCK)
+        w, ids = placed(w, ids, slots, j, tl.sum(tl.where(cols[None, :] == i[:, None], weights, 0.0), axis=1), i)
+        free = free & (cols[None, :] != i[:, None])
+    return slots, w, ids
+
+
+@triton.jit
 def store_picks(w_ptr, id_ptr, rows, row_ok, slots, w, ids, K: tl.constexpr):
     """The first ``K`` slots of each row's picks, stored at ``row * K`` (rows past the end left out)."""
     out = rows[:, None] * K + slots[None, :]

@@ -21,7 +21,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from ..measure import DEFAULT, chosen_way
-from ..picks import largest, pick_tiles, placed, store_picks
+from ..picks import largest, pick_tiles, store_picks, top_k
 
 MAX_EXPERTS = 1024
 MAX_GROUPS = 32
@@ -74,14 +74,7 @@ def _grouped_topk_rows(x_ptr, b_ptr, w_ptr, id_ptr, n_rows, fill, E: tl.constexp
         kept = kept | (group[None, :] == gi[:, None])
         gfree = gfree & (gslots[None, :] != gi[:, None])
     masked = tl.where(ok, tl.where(kept, choice, fill), float("-inf"))
-    slots = tl.arange(0, K_PAD)
-    w = tl.zeros([ROWS, K_PAD], dtype=tl.float32)
-    ids = tl.zeros([ROWS, K_PAD], dtype=tl.int64)
-    free = ok
-    for j in tl.static_range(K):
-        _, i = largest(masked, free, cols, BLOCK)
-        w, ids = placed(w, ids, slots, j, tl.sum(tl.where(cols[None, :] == i[:, None], s, 0.0), axis=1), i)
-        free = free & (cols[None, :] != i[:, None])
+    slots, w, ids = top_k(masked, s, ok, cols, BLOCK, K, K_PAD, ROWS)
     store_picks(w_ptr, id_ptr, rows, row_ok, slots, w, ids, K)
 
 

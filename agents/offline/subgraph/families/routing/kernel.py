@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from ..measure import DEFAULT, chosen_way
-from ..picks import largest, pick_tiles, placed, store_picks
+from ..picks import pick_tiles, store_picks, top_k
 
 MAX_EXPERTS = 4096  # a row in registers
 MAX_K = 64  # picks unrolled in the kernel
@@ -36,15 +36,9 @@ def _softmax_topk_rows(x_ptr, w_ptr, id_ptr, n_rows, n_cols, K: tl.constexpr, K_
     x = tl.load(x_ptr + rows[:, None] * n_cols + cols[None, :], mask=ok, other=float("-inf")).to(tl.float32)
     m = tl.max(x, axis=1)
     m = tl.where(row_ok, m, 0.0)
-    total = tl.sum(tl.where(ok, tl.exp(x - m[:, None]), 0.0), axis=1)
-    slots = tl.arange(0, K_PAD)
-    w = tl.zeros([ROWS, K_PAD], dtype=tl.float32)
-    ids = tl.zeros([ROWS, K_PAD], dtype=tl.int64)
-    free = ok
-    for j in tl.static_range(K):
-        v, i = largest(x, free, cols, BLOCK)
-        w, ids = placed(w, ids, slots, j, tl.exp(v - m) / total, i)
-        free = free & (cols[None, :] != i[:, None])
+    e = tl.exp(x - m[:, None])
+    total = tl.sum(tl.where(ok, e, 0.0), axis=1)
+    slots, w, ids = top_k(x, e / total[:, None], ok, cols, BLOCK, K, K_PAD, ROWS)  # weights: softmax probabilities
     if RENORM:
         w = w / tl.sum(w, axis=1)[:, None]
     store_picks(w_ptr, id_ptr, rows, row_ok, slots, w, ids, K)
