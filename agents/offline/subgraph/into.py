@@ -13,6 +13,7 @@ Shipped inside subgraph candidates: torch only.
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -94,14 +95,13 @@ def write_into(gm: GraphModule, destinations: Sequence[Destination], device: tor
             continue
         vals = _vals(found[0])
         val = vals[found[1] or 0]
-        if all(isinstance(x, torch.Tensor) for x in vals) and val.dtype == dst.dtype and val.numel() == \
-                _numel(dst.shape):
+        fits = val.dtype == dst.dtype and val.numel() == math.prod(dst.shape)
+        if fits and all(isinstance(x, torch.Tensor) for x in vals):
             chosen[found] = i
     if not chosen:
         return Written(gm, ())
     calls = {c for c, _ in chosen}
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for n in placeholders:
+    for n in gm.graph.find_nodes(op="placeholder"):
         env[n] = graph.placeholder(n.name)
         env[n].meta = dict(n.meta)
     outs = [graph.placeholder(f"solforge_out_{i}") for i in range(len(destinations))]
@@ -119,13 +119,6 @@ def write_into(gm: GraphModule, destinations: Sequence[Destination], device: tor
     kept = [torch.fx.map_arg(v, lambda a: env[a]) for i, v in enumerate(values) if i not in direct]
     graph.output(tuple(kept))
     return Written(GraphModule(gm, graph), direct)
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    total = 1
-    for s in shape:
-        total *= s
-    return total
 
 
 def _call_into(graph: torch.fx.Graph, call: Node, env: dict[Node, Any], chosen: dict, outs: list[Node],
