@@ -8,6 +8,7 @@ import contextlib
 import itertools
 import json
 import math
+import re
 import sys
 import types
 
@@ -130,8 +131,11 @@ def test_a_failed_capture_runs_eagerly_from_then_on_and_leaves_the_stream_as_it_
     assert calls == [False, False, False, True, False]  # 3 warm-ups, the capture, then the eager call
     assert helpers._graphs == {} and "operation not permitted" in next(iter(helpers._uncapturable.values()))
     said = [x for x in capsys.readouterr().err.splitlines() if x.startswith("solforge graph")]
-    assert said == ["solforge graph [(4,), (4,)]: not captured, runs eagerly (RuntimeError: CUDA error: operation not permitted "
-                    "when stream is capturing)"]  # the judge puts the line in the trace  # fmt: skip
+    # the judge puts the line in the trace; it names the innermost frame outside torch, here the fake's call
+    assert len(said) == 1 and re.fullmatch(
+        r"solforge graph \[\(4,\), \(4,\)\]: not captured, runs eagerly \(RuntimeError: CUDA error: operation not "
+        r"permitted when stream is capturing; in synchronize, test_agents_offline_floor\.py:\d+: raise RuntimeError\(.*\)\)",
+        said[0])  # fmt: skip
     # same signature, other buffers: no second capture, straight to eager
     fake.invalidated = False
     out2 = torch.zeros(4)

@@ -7,6 +7,7 @@ exported modules) is what the candidate computes at judge time.
 """
 
 import sys as _sys
+import traceback as _traceback
 
 import torch as _torch
 
@@ -65,8 +66,20 @@ def _capture(body):
                 error = error or e
     if error is not None:
         _cuda.synchronize()
-        return None, f"{type(error).__name__}: {str(error)[:200]}"
+        return None, f"{type(error).__name__}: {str(error)[:200]}{_where(error)}"
     return graph, None
+
+
+def _where(error):
+    # The innermost frame of the failure outside torch and triton, with its line: which op of the body broke the
+    # capture (a family op's launcher, or the line of Inductor's generated code that calls a fallback).
+    for frame in reversed(_traceback.extract_tb(error.__traceback__)):
+        path = frame.filename.replace("\\", "/")
+        if "/torch/" in path or "/triton/" in path or path.startswith("<"):
+            continue
+        line = f": {frame.line.strip()[:100]}" if frame.line else ""
+        return f"; in {frame.name}, {path.rsplit('/', 1)[-1]}:{frame.lineno}{line}"
+    return ""
 
 
 def _replay_graph(body, args, warmups, tag=None):
