@@ -150,6 +150,12 @@ def told_summary(told: dict[str, list[str]]) -> str:
         eager = sum(": not captured, runs eagerly" in x for x in lines)
         if eager:
             parts.append(f"{name} ran eagerly (its CUDA graph not captured) at {eager}")
+        # a way the tuned reference times, not what it runs unless that way is kept (the eager reference's graph,
+        # say, where the reference syncs)
+        ways_eager = Counter(x.split(": the ", 1)[1].split(" way not captured", 1)[0] for x in lines
+                             if x.startswith("solforge graph") and " way not captured, runs eagerly" in x)  # fmt: skip
+        for way, n in sorted(ways_eager.items()):
+            parts.append(f"{name} could not capture its graph of {way} at {n}")
     return "; ".join(parts)
 
 

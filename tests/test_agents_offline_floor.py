@@ -148,6 +148,12 @@ def test_a_failed_capture_runs_eagerly_from_then_on_and_leaves_the_stream_as_it_
     helpers._graphed(pure, (torch.zeros(8), torch.zeros(8)))  # another signature still captures and replays
     assert fake.events[-3:] == ["begin on side2", "end", "replay"] and len(helpers._graphs) == 1
 
+    # one of a tuned candidate's ways (tagged): its line says which way, so a report does not read it as the call's
+    capsys.readouterr()
+    helpers._graphed(syncs, (x, torch.zeros(4)), tag="eager")
+    [line] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("solforge graph")]
+    assert line.startswith("solforge graph [(4,), (4,)]: the eager way not captured, runs eagerly (RuntimeError: ")
+
 
 def test_real_capture_helpers_propagate_an_eager_failure():
     """An error the body raises outside any capture (eagerly, off CUDA) is the candidate's, not swallowed."""

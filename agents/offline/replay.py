@@ -112,7 +112,8 @@ def _replay_graph(body, args, warmups, tag=None):
         if graph is None:
             _uncapturable[sig] = why
             shapes = [tuple(t.shape) for t in tensors]
-            print(f"solforge graph {shapes}: not captured, runs eagerly ({why})", file=_sys.stderr, flush=True)
+            way = "" if tag is None else f"the {tag} way "  # one of several ways a tuned candidate times
+            print(f"solforge graph {shapes}: {way}not captured, runs eagerly ({why})", file=_sys.stderr, flush=True)
             body()
             return
         while len(_graphs) >= _GRAPHS_KEPT:

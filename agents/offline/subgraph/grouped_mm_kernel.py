@@ -3,9 +3,9 @@ their group's ``b``, in one Triton launch that a CUDA graph can hold.
 
 torch's fallback for fp16/fp32 ``_grouped_mm`` reads the offsets on the host and runs a GEMM per group, so a
 MoE layer in those dtypes cannot be captured as a graph and pays a launch per expert. Here each program takes one
-tile of one group's rows: the tiles per group (``cdiv(rows, BLOCK_M)``) and their running start are computed on
-the GPU, a program finds its group by counting the starts at or below its tile index, and the grid is the bound
-``cdiv(M, BLOCK_M) + groups`` (programs past the last tile return). fp32 products accumulate in fp32; fp32
+tile of one group's rows: it reads the offsets, counts each group's tiles (``cdiv(rows, BLOCK_M)``) and their running
+sum, and finds its group as the number of groups whose tiles all come before its own; the grid is the bound
+``cdiv(M, BLOCK_M) + groups`` (programs past the last tile return). One launch per call, nothing before it. fp32 products accumulate in fp32; fp32
 inputs multiply at full precision (no TF32), as the fallback's ``mm`` does. Rows past the last offset are not
 written (the fallback leaves them uninitialised too).
 
@@ -34,18 +34,27 @@ _CHOSEN: dict = {}  # per call shape: the way its first call measured fastest
 
 
 @triton.jit
-def _grouped_mm_tiles(a_ptr, b_ptr, offs_ptr, first_ptr, y_ptr, N, K, G, sam, sak, sbg, sbk, sbn, sym,
+def _grouped_mm_tiles(a_ptr, b_ptr, offs_ptr, y_ptr, M, N, K, G, sam, sak, sbg, sbk, sbn, sym,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr,
                       IEEE: tl.constexpr):  # fmt: skip
     t = tl.program_id(0)
+    # every program maps tiles to groups from the offsets itself (one load of G ends): done as torch ops before
+    # the launch, that map was a dozen small kernels more per call, which at a few rows cost more than the GEMM
     gs = tl.arange(0, BLOCK_G)
-    starts = tl.load(first_ptr + gs, mask=(gs >= 1) & (gs < G), other=2147483647)
-    if t >= tl.load(first_ptr + G):
+    ends = tl.load(offs_ptr + gs, mask=gs < G, other=0).to(tl.int64)
+    ends = tl.minimum(tl.maximum(ends, 0), M)  # offsets past the rows would index past a and y
+    prev = tl.load(offs_ptr + gs - 1, mask=(gs >= 1) & (gs < G), other=0).to(tl.int64)
+    prev = tl.minimum(tl.maximum(prev, 0), M)
+    tiles = tl.where(gs < G, (tl.maximum(ends - prev, 0) + BLOCK_M - 1) // BLOCK_M, 0)
+    last = tl.cumsum(tiles, axis=0)  # one past each group's last tile
+    if t >= tl.sum(tiles, axis=0):
         return
-    g = tl.sum((starts <= t).to(tl.int32), axis=0)  # the last group whose first tile is at or before t
-    row_start = tl.load(offs_ptr + g - 1, mask=g > 0, other=0).to(tl.int64)
-    row_end = tl.load(offs_ptr + g).to(tl.int64)
-    rows = row_start + (t - tl.load(first_ptr + g)).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    g = tl.sum((last <= t).to(tl.int32), axis=0)  # groups whose tiles all come before t
+    here = gs == g
+    row_start = tl.sum(tl.where(here, prev, 0), axis=0)
+    row_end = tl.sum(tl.where(here, ends, 0), axis=0)
+    first = tl.sum(tl.where(here, last - tiles, 0), axis=0)
+    rows = row_start + (t - first) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok, col_ok = rows < row_end, cols < N
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -77,14 +86,11 @@ def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, block_m: in
     y = torch.empty((m, n), dtype=a.dtype, device=a.device)
     if m == 0 or n == 0 or groups == 0:
         return y
-    ends = offs.to(torch.int64).clamp(0, m)  # offsets past the rows would index past a and y
-    rows = torch.diff(ends, prepend=ends.new_zeros(1)).clamp_min(0)
-    first = torch.zeros(groups + 1, dtype=torch.int32, device=a.device)
-    first[1:] = torch.cumsum((rows + block_m - 1) // block_m, dim=0)
+    offs = offs.contiguous()
     grid = (triton.cdiv(m, block_m) + groups, triton.cdiv(n, block_n))
-    _grouped_mm_tiles[grid](a, b, ends, first, y, n, k, groups, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+    _grouped_mm_tiles[grid](a, b, offs, y, m, n, k, groups, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                             b.stride(2), y.stride(0), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-                            BLOCK_G=triton.next_power_of_2(groups + 1), IEEE=a.dtype == torch.float32,
+                            BLOCK_G=max(triton.next_power_of_2(groups), 2), IEEE=a.dtype == torch.float32,
                             num_warps=num_warps)  # fmt: skip
     return y
 
