@@ -92,7 +92,8 @@ def test_the_sync_free_grouped_mm_matches_torch_in_the_interpreter():
         assert got[name] < (1e-2 if loose else 1e-5), (name, got[name])
 
 
-@pytest.mark.parametrize("ab,block", [("fp16", (64, 64, 32)), ("fp32", (16, 64, 64)), ("fp16", (128, 128, 32))])
+@pytest.mark.parametrize("ab,block", [("fp16", (64, 64, 32)), ("fp32", (16, 64, 64)), ("fp16", (128, 128, 32)),
+                                      ("fp16", (128, 128, 64))])
 def test_the_grouped_mm_kernel_compiles_for_sm90(ab, block):
     pytest.importorskip("triton")
     from agents.offline.subgraph import grouped_mm_kernel as kernel
