@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from agents.offline.subgraph.capture import NotCapturable, capture
-from agents.offline.subgraph.loops import grouped, told
+from agents.offline.subgraph.loops import grouped, grouped_loops
 from agents.offline.subgraph.region import target_name
 
 
@@ -42,7 +42,7 @@ def test_an_expert_loop_becomes_one_grouped_body_that_computes_the_loop(dtype, a
     gm = grouped(run, inputs(5, 0), check=[inputs(5, 1)])
     ops = [target_name(n) for n in gm.graph.nodes]
     assert "nonzero" not in ops and ops.count("grouped_mm") == 2 and ops.count("histogram") == 1
-    assert ops.count("index_add") == 1 and told(gm) == [("expert_loop", told(gm)[0][1])]
+    assert ops.count("index_add") == 1 and grouped_loops(gm) == [("expert_loop", grouped_loops(gm)[0][1])]
     for seed in (2, 3):  # experts the trace never saw get tokens here
         args = inputs(5, seed)
         torch.testing.assert_close(gm(*args), run(*args), rtol=1e-2 if dtype != "float32" else 1e-5, atol=1e-2)
@@ -142,7 +142,7 @@ def test_the_hugging_face_form_groups_too(hidden, inter):
         return x, torch.randn(7, 5, generator=g), w1, torch.randn(5, hidden, inter, generator=g), w3
 
     gm = grouped(_hf_layer, args(0), check=[args(1)])
-    assert [name for name, _ in told(gm)] == ["expert_loop"]
+    assert [name for name, _ in grouped_loops(gm)] == ["expert_loop"]
     assert "nonzero" not in [target_name(n) for n in gm.graph.nodes]
     torch.testing.assert_close(gm(*args(2)), _hf_layer(*args(2)), rtol=1e-5, atol=1e-5)
 
@@ -190,7 +190,7 @@ def test_a_loop_over_the_experts_hit_groups_and_other_host_reads_are_refused():
                 torch.randn(5, 48, 16, generator=g), torch.randn(5, 16, 24, generator=g))  # fmt: skip
 
     gm = grouped(_hf_layer_over_hit_experts, args(0, tokens=2), check=[args(1, tokens=2)])  # some experts unhit
-    assert [name for name, _ in told(gm)] == ["expert_loop"]
+    assert [name for name, _ in grouped_loops(gm)] == ["expert_loop"]
     torch.testing.assert_close(gm(*args(2, tokens=2)), _hf_layer_over_hit_experts(*args(2, tokens=2)))
     with pytest.raises(NotCapturable, match="read on the host"):  # a scale read on the host: not a loop index
         trace_real(lambda x: x * x.abs().max().item(), (torch.randn(3),))

@@ -476,7 +476,7 @@ def captured(fn: Callable[..., Any], args: Sequence[Any]) -> GraphModule:
             raise NotCapturable(f"{e}; expert loops: {type(failed).__name__}: {str(failed)[:200]}") from failed
 
 
-def told(gm: GraphModule) -> list[tuple[str, str]]:
+def grouped_loops(gm: GraphModule) -> list[tuple[str, str]]:
     """("expert_loop", what was grouped) per loop ``grouped`` replaced in ``gm``."""
     return [("expert_loop", f"expert_loop: a loop seen over {n} experts run as one grouped body")
             for n in gm.meta.get(_LOOPS, ())]  # fmt: skip
@@ -486,7 +486,7 @@ def accounted(gm: GraphModule, done: Sequence[Replaced]) -> list[Replaced]:
     """Everything replaced in ``gm``: the expert loops grouped, ``done`` (the families' regions), then the
     stand-ins the capture put in (what a candidate tells and what makes it worth planning)."""
     stand_ins = [Replaced(name, f"{name}: {why}") for name, why in stood_in(gm)]
-    return [*(Replaced(name, what) for name, what in told(gm)), *done, *stand_ins]
+    return [*(Replaced(name, what) for name, what in grouped_loops(gm)), *done, *stand_ins]
 
 
 def agrees(gm: GraphModule, fn: Callable[..., Any], args: Sequence[Any]) -> bool:
