@@ -5,8 +5,8 @@ regions are checked against), a fake implementation (shapes only, for tracing an
 family has one, a CUDA kernel. An op whose CUDA kernel's launcher takes ``out=`` (buffers to store its results in)
 has a twin ``<name>_into`` that writes its results into buffers it is given (``outs``, mutated): where a graph
 output is such an op's result, the candidate hands the judge's output buffer to the twin and no copy kernel follows
-the op (``into.py``). Off CUDA the twin copies the op's results in. The agent imports this package and so does a candidate that ships it: the
-first to register wins, and both register the same code.
+the op (``into.py``). Off CUDA the twin copies the op's results in. The agent imports this package and so does a
+candidate that ships it: the first to register wins, and both register the same code.
 
 Shipped inside subgraph candidates: torch only.
 """

@@ -65,8 +65,8 @@ def takes(x: torch.Tensor, weight: Optional[torch.Tensor], grad: torch.Tensor) -
 
 def rmsnorm_bwd(x: torch.Tensor, weight: Optional[torch.Tensor], grad: torch.Tensor, eps: float, offset: float,
                 dx_dtype: torch.dtype, dw_dtype: Optional[torch.dtype],
-                programs: int = 0,
-                out: tuple[torch.Tensor, ...] | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+                programs: int = 0, out: tuple[torch.Tensor, ...] | None = None
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """(dx, dw), or dx alone where ``dw_dtype`` is None. ``programs``: how many (0: four per SM). ``out``: dx's
     buffer (and dw's), stored into."""
     n_cols = x.shape[-1]
