@@ -124,6 +124,16 @@ def test_agrees_uses_the_judges_rule():
     assert "2 outputs" in agrees(want * 2, want, TOL)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device")])])
+def test_agrees_on_equal_outputs_at_a_size_where_a_reciprocal_mean_falls_short(device):
+    # In double, 49 * fl(1/49) < 1: a share taken as a CUDA mean refused a way that matched bit for bit.
+    assert 49 * (1.0 / 49) < 1.0
+    want = [torch.arange(49, dtype=torch.int64, device=device)]
+    assert agrees([want[0].clone()], want, Tolerance(0.0, 0.0, 1.0)) is None
+    assert "97.9592% within" in agrees([want[0] + (want[0] == 3)], want, Tolerance(0.0, 0.0, 1.0))
+
+
 def test_the_strictest_tolerance_of_the_workloads_is_the_check():
     p = load_problem(FIXTURE)
     tols = [w.tolerance for w in p.workloads]

@@ -131,6 +131,28 @@ def test_compare_matched_ratio_threshold():
     assert e.value.stats.matched_ratio == pytest.approx(0.98)
 
 
+_DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device")])]
+
+
+@pytest.mark.parametrize("device", _DEVICES)
+@pytest.mark.parametrize("n", [41984, 6936])
+def test_exact_outputs_match_wholly_at_sizes_where_a_reciprocal_mean_falls_short(n, device):
+    # A CUDA mean is the sum times fl(1/N); at these N (a MoE dispatch's 8 x 5248 rows, its 867 x 8 token
+    # indices) that product is one rounding step under 1.0, and outputs equal bit for bit read "100.0000%
+    # within ... (need 100.00%)" and failed, the eager reference against itself included.
+    one = torch.tensor(1.0, dtype=torch.float32)
+    assert float(torch.tensor(float(n)) * (one / n)) < 1.0
+    ref = torch.arange(n, dtype=torch.int64, device=device)
+    exact = tol(max_atol=0.0, max_rtol=0.0, required_matched_ratio=1.0)
+    assert compare("token_index", ref.clone(), ref, exact).matched_ratio == 1.0
+    out = ref.clone()
+    out[-1] += 1
+    with pytest.raises(WrongNumbers) as e:
+        compare("token_index", out, ref, exact)
+    assert e.value.stats.matched_ratio == (n - 1) / n
+
+
 def test_compare_error_cap_applies_even_when_the_ratio_is_met():
     ref = torch.ones(1000)
     out = ref.clone()
