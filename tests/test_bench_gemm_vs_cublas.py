@@ -1,0 +1,127 @@
+"""bench/gemm_vs_cublas.py on the CPU: the GEMM shapes it collects from a bundled linear problem are the ones its
+definition's axes give, a broken problem is skipped with a reason, and the Triton GEMM it renders computes
+``a @ b`` in Triton's interpreter for every operand layout."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+LINEAR = REPO / "data" / "problems" / "L1" / "linear_bias_k3584_n512_bf16"
+
+
+def _bench(monkeypatch):
+    pytest.importorskip("triton")
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    spec = importlib.util.spec_from_file_location("gemm_vs_cublas", REPO / "bench" / "gemm_vs_cublas.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_shapes_of_a_linear_problem_follow_its_axes_and_a_broken_problem_is_skipped(tmp_path, monkeypatch):
+    from sol_bench.problem import load_problem
+
+    bench = _bench(monkeypatch)
+    problem = load_problem(LINEAR)
+    d = problem.definition
+    (x_name, x_spec), (w_name, w_spec) = [(n, s) for n, s in d.inputs.items() if len(s.shape or []) == 2]
+    want = set()
+    for uuid in problem.spread_workloads(3):
+        env = d.resolve_axes(next(w for w in problem.workloads if w.uuid == uuid).axes)
+        (rows, k), (n, k_w) = x_spec.concrete_shape(env), w_spec.concrete_shape(env)
+        assert k == k_w
+        want.add(bench.Shape(rows, n, k, "bf16", b_t=True))
+    assert len(want) == 3, "the spread should give three distinct row counts"
+
+    broken = tmp_path / "broken_problem"
+    broken.mkdir()
+    (broken / "definition.json").write_text("{not json")
+    logged: list[str] = []
+    shapes = bench.collect_shapes([tmp_path, LINEAR], 3, log=logged.append)
+    assert set(shapes) == want
+    assert all(problems == [problem.name] for problems in shapes.values())
+    assert len(logged) == 1 and logged[0].startswith("skip broken_problem: ")
+    assert len(bench.collect_shapes([LINEAR], 1, log=logged.append)) == 1
+
+
+def test_the_recorder_keeps_half_precision_mm_and_addmm_with_their_layouts(monkeypatch):
+    bench = _bench(monkeypatch)
+    x, w, bias = torch.randn(5, 8).half(), torch.randn(3, 8).half(), torch.randn(3).half()
+    rec = bench._GemmRecorder()
+    with rec:
+        torch.addmm(bias.float(), x.float(), w.float().t())  # fp32: not a shape of the bench
+        torch.nn.functional.linear(x.bfloat16(), w.bfloat16(), bias.bfloat16())  # addmm(bias, x, w.t())
+        torch.mm(x, torch.randn(8, 3).half())
+        torch.mm(torch.randn(8, 5).half().t(), w.t().contiguous())  # A as X.t(), as in a weight gradient
+    assert rec.shapes == [bench.Shape(5, 3, 8, "bf16", b_t=True), bench.Shape(5, 3, 8, "fp16", b_t=False),
+                          bench.Shape(5, 3, 8, "fp16", b_t=False, a_t=True)]  # fmt: skip
+
+
+def test_match_check_and_summary_tell_a_wrong_result_and_the_bars(monkeypatch):
+    bench = _bench(monkeypatch)
+    a, b = bench.operands(bench.Shape(9, 7, 33, "fp16", b_t=True), torch.device("cpu"))
+    want = a.float() @ b.float()
+    assert bench.matches(want.half(), want) and not bench.matches(want.half() * 1.05, want)
+    rows = [bench.Row(bench.Shape(16, 4096, 4096, "bf16", True), ["p"], cublas_us=10.0, ours_us=8.0),
+            bench.Row(bench.Shape(4096, 4096, 4096, "bf16", True), ["p"], cublas_us=800.0, ours_us=1000.0),
+            bench.Row(bench.Shape(8192, 4096, 4096, "bf16", True), ["p"], cublas_us=1600.0, ours_us=1600.0)]
+    small, large = bench.summary(rows)
+    assert small.startswith("- M <= 64: 1 shapes, geomean 125.0%") and "at or above 100%: 1 of 1" in small
+    assert f"geomean {100 * math.sqrt(0.8):.1f}% of cuBLAS, min 80.0%; at or above 86%: 1 of 2" in large
+    assert math.isclose(rows[1].tflops(rows[1].ours_us), 2 * 4096**3 / 1e-3 / 1e12)  # TFLOP/s at 1000 µs
+
+
+_INTERPRET_SCRIPT = r"""
+import json, pathlib, sys, tempfile, torch
+sys.path.insert(0, sys.argv[1] + "/bench")
+import gemm_vs_cublas as bench
+kernels = bench.gemm_module(pathlib.Path(tempfile.mkdtemp()))
+gemm = kernels.gemm
+cpu, out = torch.device("cpu"), {}
+for b_t in (False, True):
+    for a_t in (False, True):
+        s = bench.Shape(37, 24, 40, "fp16", b_t, a_t)  # edges: no dimension a multiple of the 16x16x16 tile
+        a, b = bench.operands(s, cpu)
+        got = gemm(a, b, 16, 16, 16, 2, 4, 1)
+        out[f"b_t={b_t} a_t={a_t}"] = [bench.matches(got, a.float() @ b.float()), got.dtype == a.dtype]
+s = bench.Shape(3, 20, 48, "fp16", True)  # every candidate of a small-M linear: the tile grid and the GEMV
+a, b = bench.operands(s, cpu)
+for name, fn in bench.candidates(s, kernels, a, b).items():
+    out[name] = [bench.matches(fn(), a.float() @ b.float())]
+s = bench.Shape(72, 24, 40, "fp16", True)  # past small M, a weight as stored: the descriptor form too
+a, b = bench.operands(s, cpu)
+out["tma"] = [bench.matches(kernels.gemm_tma(a, b.t(), 16, 16, 16, 2, 4, 1), a.float() @ b.float())]
+out["tma offered"] = [sum(k.endswith(" tma") for k in bench.candidates(s, kernels, a, b)) == len(bench.LARGE_TILES)]
+print("RESULT", json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_rendered_triton_gemm_computes_the_product_in_the_interpreter():
+    pytest.importorskip("triton")
+    sys.path.insert(0, str(REPO / "tests"))
+    from triton_interp import run_interpreted
+
+    result = run_interpreted(_INTERPRET_SCRIPT, [], timeout_s=240)
+    assert len([k for k in result if k.startswith("b_t=")]) == 4
+    assert sum(k.startswith("triton ") for k in result) >= 5 and any(k.startswith("gemv ") for k in result)
+    assert all(all(v) for v in result.values()), result
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_shape_is_timed_against_cublas_on_the_gpu(monkeypatch, tmp_path):
+    bench = _bench(monkeypatch)
+    kernels = bench.gemm_module(tmp_path)
+    row = bench.measure(bench.Shape(16, 1024, 1024, "bf16", True), ["p"], kernels, torch.device("cuda"), "events",
+                        100.0, 5)  # fmt: skip
+    assert row.cublas_us > 0 and row.ours_us > 0 and row.ours in row.times_us
+    assert any(k.startswith("gemv ") for k in row.times_us)
