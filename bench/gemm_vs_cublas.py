@@ -8,7 +8,9 @@ every 2-D ``aten.mm``/``aten.addmm``: M, N, K, dtype and whether B (or A) is a t
 layer's ``W.t()`` is. Shapes are deduplicated; each remembers its problems.
 
 Timing: per shape, cuBLAS on operands laid out as in the reference, and the Triton GEMM at each tile of a small
-grid (small-M tiles for M <= 64), plus, where it serves the call (M <= 16, B = W.t()), the small-M family's GEMV
+grid (small-M tiles for M <= 64; past them, where B is a weight W.t() and the rows suit tensor descriptors, also
+the template's descriptor form and the persistent kernel of ``templates/kernels/gemm_persistent.py``), plus,
+where it serves the call (M <= 16, B = W.t()), the small-M family's GEMV
 (``families/gemv/kernel.py``) at each of its blocks; the fastest that matches an fp32 matmul counts. Each is
 timed as ``bench/gemv_small_m.py`` does (``sol_bench.timing.time_callable``: L2 flushed, events timer after a
 100 µs pre-roll, which hides Python's launch cost as a CUDA graph would; ``--timer cupti`` counts it).
@@ -40,7 +42,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from agents.offline.graph import TRACE_BYTES  # noqa: E402
 from agents.offline.subgraph.families.gemv.kernel import _BLOCKS, gemv, takes  # noqa: E402
-from agents.offline.templates.base import triton_launcher  # noqa: E402
+from agents.offline.templates.base import kernel_source, triton_launcher  # noqa: E402
 from agents.offline.templates.triton_gemm import TMA_DESCRIPTORS, triton_gemm_kernel  # noqa: E402
 from problem_args import problems_parser  # noqa: E402
 from report_text import emit_report  # noqa: E402
@@ -57,6 +59,10 @@ TOLERANCE = 1e-2  # max error over the largest |value| of the fp32 product
 # (BM, BN, BK, GROUP, num_warps, num_stages)
 LARGE_TILES = ((128, 128, 64, 8, 8, 3), (128, 128, 64, 8, 4, 4), (128, 256, 64, 8, 8, 3), (256, 128, 64, 8, 8, 3),
                (128, 64, 64, 8, 4, 4), (64, 128, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4))  # fmt: skip
+# the persistent kernel's: (BM, BN, BK, GROUP, num_warps, num_stages, SUBTILE, WARP_SPECIALIZE)
+PERSISTENT = ((128, 256, 64, 8, 8, 3, True, False), (128, 128, 64, 8, 8, 4, False, False),
+              (128, 128, 64, 8, 4, 4, False, False), (128, 256, 64, 8, 8, 3, True, True),
+              (128, 128, 64, 8, 4, 3, False, True))  # fmt: skip
 SMALL_M_TILES = ((16, 64, 128, 1, 4, 4), (16, 128, 128, 1, 4, 4), (16, 256, 64, 1, 4, 3), (32, 64, 128, 1, 4, 4),
                  (32, 128, 64, 1, 4, 4), (64, 64, 64, 1, 4, 4), (64, 128, 64, 1, 4, 4))  # fmt: skip
 
@@ -170,6 +176,7 @@ import triton.language as tl
 {kernel}
 {tma_kernel}
 {descriptors}
+{persistent}
 {launcher}
 _gemm_launch = _Launcher(_gemm)
 
@@ -198,11 +205,12 @@ def gemm_tma(a, w, bm, bn, bk, group, num_warps, num_stages):
 def gemm_module(directory: Path) -> ModuleType:
     """The Triton GEMM template (no epilogue) rendered into ``directory/triton_gemm_bench.py`` and imported:
     ``gemm(a, b, bm, bn, bk, group, num_warps, num_stages) -> a @ b`` (a file, as Triton reads kernels' source),
-    and ``gemm_tma(a, w, ...) -> a @ w.t()``, its tensor-descriptor form, for a weight ``w`` [N, K] as stored."""
+    ``gemm_tma(a, w, ...) -> a @ w.t()``, its tensor-descriptor form, for a weight ``w`` [N, K] as stored, and
+    ``gemm_persistent(a, w, ..., subtile, warp_specialize)``, the persistent kernel (``kernels/gemm_persistent.py``)."""
     path = directory / "triton_gemm_bench.py"
     path.write_text(GEMM_SOURCE.format(kernel=triton_gemm_kernel("_gemm", []), launcher=triton_launcher(),
                                        tma_kernel=triton_gemm_kernel("_gemm_tma", [], tma=True),
-                                       descriptors=TMA_DESCRIPTORS))
+                                       descriptors=TMA_DESCRIPTORS, persistent=kernel_source("gemm_persistent.py")))
     spec = importlib.util.spec_from_file_location("triton_gemm_bench", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -229,6 +237,11 @@ def matches(got: torch.Tensor, want: torch.Tensor, tolerance: float = TOLERANCE)
     return err <= tolerance * max(want.abs().max().item(), 1e-6)
 
 
+def persistent_name(t: tuple) -> str:
+    *tile, subtile, warp_specialize = t
+    return f"persistent {tile_name(tuple(tile))[7:]}" + " subtile" * subtile + " ws" * warp_specialize
+
+
 def tile_name(t: tuple[int, ...]) -> str:
     bm, bn, bk, group, warps, stages = t
     return f"triton {bm}x{bn}x{bk} g{group} w{warps} s{stages}"
@@ -243,6 +256,8 @@ def candidates(s: Shape, kernels: ModuleType, a: torch.Tensor, b: torch.Tensor) 
     w = b.t()  # the GEMV and the descriptor form read the weight as [N, K]: only where that is B's own layout
     if s.m > SMALL_M and kernels._tma_ready(a, w):
         out.update({f"{tile_name(t)} tma": (lambda t=t: kernels.gemm_tma(a, w, *t)) for t in tiles})
+        if (s.n * a.element_size()) % 16 == 0:  # the output's rows too, for its descriptor
+            out.update({persistent_name(t): (lambda t=t: kernels.gemm_persistent(a, w, *t)) for t in PERSISTENT})
     if s.m <= SMALL_M and not s.a_t and w.stride(1) == 1 and takes(a, w, None):
         out.update({f"gemv {bn}x{bk} w{warps}": (lambda bn=bn, bk=bk, warps=warps: gemv(a, w, None, bn, bk, warps))
                     for bn, bk, warps in _BLOCKS})  # fmt: skip
@@ -357,6 +372,8 @@ def main() -> int:
     ap = problems_parser(__doc__)
     ap.add_argument("--workloads", type=int, default=3, help="workloads per problem, spread smallest to largest")
     ap.add_argument("--max-shapes", type=int, default=0, help="time only the first N shapes, by M, N, K (0: all)")
+    ap.add_argument("--groups", default="small,large,other",
+                    help="which shapes to time: small (M <= 64), large (M*N*K >= 2^30), other; comma-separated")
     ap.add_argument("--collect-only", action="store_true", help="list the shapes (no GPU needed) and stop")
     ap.add_argument("--timer", choices=TIMERS, default="events")
     ap.add_argument("--preroll-us", type=float, default=100.0)
@@ -367,6 +384,10 @@ def main() -> int:
     start = time.monotonic()
     shapes = collect_shapes(args.problems, args.workloads, log=lambda msg: print(msg, flush=True))
     print(f"collected {len(shapes)} shapes in {time.monotonic() - start:.1f} s", flush=True)
+    groups = set(args.groups.split(","))
+    if groups - {"small", "large", "other"}:
+        ap.error(f"--groups: unknown {sorted(groups - {'small', 'large', 'other'})}")
+    shapes = {s: p for s, p in shapes.items() if s.group in groups}
     if args.max_shapes:
         shapes = dict(list(shapes.items())[: args.max_shapes])
     if args.collect_only:

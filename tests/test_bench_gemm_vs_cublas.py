@@ -99,7 +99,14 @@ for name, fn in bench.candidates(s, kernels, a, b).items():
 s = bench.Shape(72, 24, 40, "fp16", True)  # past small M, a weight as stored: the descriptor form too
 a, b = bench.operands(s, cpu)
 out["tma"] = [bench.matches(kernels.gemm_tma(a, b.t(), 16, 16, 16, 2, 4, 1), a.float() @ b.float())]
-out["tma offered"] = [sum(k.endswith(" tma") for k in bench.candidates(s, kernels, a, b)) == len(bench.LARGE_TILES)]
+offered = bench.candidates(s, kernels, a, b)
+out["tma offered"] = [sum(k.endswith(" tma") for k in offered) == len(bench.LARGE_TILES)]
+out["persistent offered"] = [sum(k.startswith("persistent ") for k in offered) == len(bench.PERSISTENT)]
+s = bench.Shape(200, 40, 48, "fp16", True)  # 13 x 3 tiles of 16x16 over 3 programs: each walks several
+a, b = bench.operands(s, cpu)
+for subtile in (False, True):
+    got = kernels.gemm_persistent(a, b.t(), 16, 16, 16, 2, 4, 1, subtile)
+    out[f"persistent subtile={subtile}"] = [bench.matches(got, a.float() @ b.float())]
 print("RESULT", json.dumps(out))
 """
 
@@ -125,3 +132,17 @@ def test_a_shape_is_timed_against_cublas_on_the_gpu(monkeypatch, tmp_path):
                         100.0, 5)  # fmt: skip
     assert row.cublas_us > 0 and row.ours_us > 0 and row.ours in row.times_us
     assert any(k.startswith("gemv ") for k in row.times_us)
+
+
+@pytest.mark.parametrize("subtile,warp_specialize", [(True, False), (False, False), (True, True)])
+def test_the_persistent_gemm_compiles_for_sm90_to_tensor_cores_fed_by_the_copy_engine(tmp_path, monkeypatch,
+                                                                                       subtile, warp_specialize):
+    pytest.importorskip("triton")
+    from tests.triton_interp import compile_sm90
+
+    kernels = _bench(monkeypatch).gemm_module(tmp_path)
+    types = {"a_desc": "tensordesc<bf16[128,64]>", "w_desc": "tensordesc<bf16[256,64]>",
+             "c_desc": f"tensordesc<bf16[128,{128 if subtile else 256}]>", "M": "i32", "N": "i32", "K": "i32"}
+    consts = dict(BM=128, BN=256, BK=64, GROUP=8, PROGRAMS=132, SUBTILE=subtile, WARP_SPECIALIZE=warp_specialize)
+    ptx = compile_sm90(kernels._gemm_persistent, types, consts).asm["ptx"]
+    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
