@@ -156,6 +156,7 @@ cases = {  # name: (rows, columns, dtype, weight, offset, dw, programs)
     "dx_dw_offset": (7, 40, torch.float32, True, 1.0, True, 3),
     "no_weight_dx_only": (5, 64, torch.float32, False, 0.0, False, 2),
     "half_inputs": (9, 33, torch.float16, True, 0.0, True, 4),
+    "runs_longer_than_a_step": (50, 96, torch.float32, True, 0.0, True, 2),  # 25 rows each: steps of 16 and 9
 }
 for name, (rows, cols, dtype, has_w, offset, has_dw, programs) in cases.items():
     x, g = torch.randn(rows, cols, generator=gen).to(dtype), torch.randn(rows, cols, generator=gen).to(dtype)
@@ -172,18 +173,20 @@ print("RESULT" + json.dumps(out))
 def test_the_kernel_matches_the_op_in_the_interpreter():
     pytest.importorskip("triton")
     got = run_interpreted(_INTERPRET_SCRIPT, [], timeout_s=300)
-    assert set(got) == {"dx_dw_offset", "no_weight_dx_only", "half_inputs"}
+    assert set(got) == {"dx_dw_offset", "no_weight_dx_only", "half_inputs", "runs_longer_than_a_step"}
     assert max(got.values()) < 1e-5, got  # float32 sums in another order
 
 
-@pytest.mark.parametrize("block,has_w,has_dw", [(64, True, True), (8192, True, False), (16384, False, False)])
+@pytest.mark.parametrize("block,has_w,has_dw", [(64, True, True), (1024, True, True), (8192, True, False),
+                                                (16384, False, False)])
 def test_the_kernel_compiles_for_sm90(block, has_w, has_dw):
     pytest.importorskip("triton")
     from agents.offline.subgraph.families.rmsnorm_bwd import kernel
 
     types_ = {"x_ptr": "*bf16", "w_ptr": "*bf16", "g_ptr": "*bf16", "dx_ptr": "*bf16", "part_ptr": "*fp32",
               "eps": "fp32", "offset": "fp32"}  # fmt: skip
-    assert compile_sm90(kernel._rmsnorm_bwd_rows, types_, dict(HAS_W=has_w, HAS_DW=has_dw, BLOCK=block)).asm["cubin"]
+    consts = dict(HAS_W=has_w, HAS_DW=has_dw, BLOCK=block, ROWS=kernel.rows_at_once(block))
+    assert compile_sm90(kernel._rmsnorm_bwd_rows, types_, consts).asm["cubin"]
 
 
 @pytest.mark.gpu

@@ -1,6 +1,7 @@
-"""RMSNorm backward in one pass: each program takes a run of rows, holds a row of x and of the gradient in
-registers (float32), computes the row's rstd and ``mean(gw * xhat)`` and stores dx, and adds ``grad * xhat`` into
-its own partial sum of dw, stored once at the end; the partials (one row per program) are summed by torch.
+"""RMSNorm backward in one pass: each program takes a run of rows, holds a few rows of x and of the gradient in
+registers (float32; up to 16 narrow rows at a time), computes each row's rstd and ``mean(gw * xhat)`` and stores
+dx, and adds ``grad * xhat`` into its own partial sum of dw, stored once at the end; the partials (one row per
+program) are summed by torch.
 
 Inductor's code of the same formula reads x and the gradient twice (once for dx, once more for the reduction of
 dw across rows); here each is read once. Rows up to 16384 columns.
@@ -27,7 +28,8 @@ _CHOSEN: dict = {}  # per call shape: the way its first call measured fastest
 
 @triton.jit
 def _rmsnorm_bwd_rows(x_ptr, w_ptr, g_ptr, dx_ptr, part_ptr, n_rows, n_cols, rows_per_program, eps, offset,
-                      HAS_W: tl.constexpr, HAS_DW: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+                      HAS_W: tl.constexpr, HAS_DW: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):  # fmt: skip
+    # ROWS rows at a time: narrow rows alone keep too few bytes in flight per SM to reach the memory's bandwidth
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     ok = cols < n_cols
@@ -35,25 +37,30 @@ def _rmsnorm_bwd_rows(x_ptr, w_ptr, g_ptr, dx_ptr, part_ptr, n_rows, n_cols, row
         w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32) + offset
     dw = tl.zeros([BLOCK], dtype=tl.float32)
     first = pid.to(tl.int64) * rows_per_program
-    for i in range(0, rows_per_program):
-        row = first + i
-        at = row * n_cols + cols
-        # the last program's run may end past the rows: nothing read there, nothing added
-        here = ok & ((row + tl.zeros([BLOCK], dtype=tl.int64)) < n_rows)
+    end = tl.minimum(first + rows_per_program, n_rows)  # this program's run; the last one may end early
+    for i in range(0, rows_per_program, ROWS):
+        rows = first + i + tl.arange(0, ROWS).to(tl.int64)
+        at = rows[:, None] * n_cols + cols[None, :]
+        here = (rows < end)[:, None] & ok[None, :]  # nothing read past the run: nothing added there
         x = tl.load(x_ptr + at, mask=here, other=0.0).to(tl.float32)
         g = tl.load(g_ptr + at, mask=here, other=0.0).to(tl.float32)
-        rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-        xhat = x * rstd
+        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+        xhat = x * rstd[:, None]
         if HAS_W:
-            gw = g * w
+            gw = g * w[None, :]
         else:
             gw = g
-        dot = tl.sum(gw * xhat, axis=0) / n_cols
-        tl.store(dx_ptr + at, (rstd * (gw - xhat * dot)).to(dx_ptr.dtype.element_ty), mask=here)
+        dot = tl.sum(gw * xhat, axis=1) / n_cols
+        tl.store(dx_ptr + at, (rstd[:, None] * (gw - xhat * dot[:, None])).to(dx_ptr.dtype.element_ty), mask=here)
         if HAS_DW:
-            dw += g * xhat
+            dw += tl.sum(g * xhat, axis=0)
     if HAS_DW:
         tl.store(part_ptr + pid.to(tl.int64) * n_cols + cols, dw, mask=ok)
+
+
+def rows_at_once(block: int) -> int:
+    """Rows a program takes per step: a tile of about 4096 elements, at most 16 rows."""
+    return max(1, min(16, 4096 // block))
 
 
 def takes(x: torch.Tensor, weight: Optional[torch.Tensor], grad: torch.Tensor) -> bool:
@@ -79,10 +86,12 @@ def rmsnorm_bwd(x: torch.Tensor, weight: Optional[torch.Tensor], grad: torch.Ten
     programs = triton.cdiv(max(n_rows, 1), per)
     part = torch.zeros((programs, n_cols), dtype=torch.float32, device=x.device) if dw_dtype is not None else dx
     block = triton.next_power_of_2(n_cols)
+    rows, tile = rows_at_once(block), rows_at_once(block) * block
     if n_rows:
         _rmsnorm_bwd_rows[(programs,)](x2, weight if weight is not None else x2, g2, dx, part, n_rows, n_cols, per,
                                        eps, offset, HAS_W=weight is not None, HAS_DW=dw_dtype is not None,
-                                       BLOCK=block, num_warps=4 if block <= 1024 else 8 if block <= 4096 else 16)
+                                       BLOCK=block, ROWS=rows,
+                                       num_warps=4 if tile <= 1024 else 8 if tile <= 4096 else 16)
     if dw_dtype is None:
         return dx
     if out is not None and out[1].dtype == torch.float32:
