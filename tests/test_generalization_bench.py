@@ -18,7 +18,8 @@ def _problem(root: Path, name: str, kind: str) -> None:
 
 def test_summary_counts_real_candidates_regressions_hacks_and_crashes(tmp_path: Path) -> None:
     problems, work = tmp_path / "problems", tmp_path / "work"
-    for name, kind in [("a", "rmsnorm"), ("b", "rmsnorm"), ("c", "attention"), ("d", "attention"), ("e", "moe")]:
+    for name, kind in [("a", "rmsnorm"), ("b", "rmsnorm"), ("c", "attention"), ("d", "attention"), ("e", "moe"),
+                       ("f", "moe")]:
         _problem(problems, name, kind)
     work.mkdir()
     records = [
@@ -27,17 +28,19 @@ def test_summary_counts_real_candidates_regressions_hacks_and_crashes(tmp_path: 
         {"problem": "b", "best": "ref_eager", "passed": 1, "tried": 1, "vs_tb": 0.5, "sol_score": 0.3},
         {"problem": "c", "best": "attention_triton", "passed": 1, "tried": 2, "vs_tb": 2.0, "sol_score": 0.8},
         {"problem": "d", "best": None, "passed": 0, "tried": 0, "error": "RuntimeError: boom"},
+        {"problem": "f", "best": "ref_eager", "passed": 2, "tried": 2, "vs_tb": 1.0, "sol_score": 0.5,
+         "statuses": {"ref_eager": ["PASSED"], "ref_tuned": ["PASSED"]}},  # the tuned one passed, eager read faster
     ]  # "e" never reached
     (work / "agents.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     out = tmp_path / "table.md"
     subprocess.run([sys.executable, "bench/generalization.py", str(problems), "--steps", "summary", "--work", str(work),
                     "-o", str(out)], cwd=REPO, check=True, capture_output=True)  # fmt: skip
     h = json.loads((work / "headline.json").read_text())
-    assert h["problems"] == 5
-    assert h["real_candidate"] == 2  # a and c; b's best is the bare reference
-    assert h["with_tb"] == 3 and h["above_tb"] == 2 and h["under_floor"] == 1
-    assert abs(h["geomean_vs_tb"] - (1.5 * 0.5 * 2.0) ** (1 / 3)) < 1e-9
-    assert h["median_sol"] == 0.7
+    assert h["problems"] == 6
+    assert h["real_candidate"] == 3  # a, c and f; b's only passing candidate is the bare reference
+    assert h["with_tb"] == 4 and h["above_tb"] == 2 and h["under_floor"] == 1
+    assert abs(h["geomean_vs_tb"] - (1.5 * 0.5 * 2.0 * 1.0) ** (1 / 4)) < 1e-9
+    assert h["median_sol"] == 0.6
     assert h["reward_hacks"] == 1 and h["crashed"] == 2  # d raised, e was never reached
     text = out.read_text()
     assert "| attention | 2 | 1 |" in text and "RuntimeError: boom" in text and "not reached" in text
