@@ -107,6 +107,10 @@ a, b = bench.operands(s, cpu)
 for subtile in (False, True):
     got = kernels.gemm_persistent(a, b.t(), 16, 16, 16, 2, 4, 1, subtile)
     out[f"persistent subtile={subtile}"] = [bench.matches(got, a.float() @ b.float())]
+s = bench.Shape(20, 16, 32, "fp16", True)  # 2 tiles, fewer than the 3 programs' stride: one program each
+a, b = bench.operands(s, cpu)
+out["persistent, fewer tiles than programs"] = [bench.matches(kernels.gemm_persistent(a, b.t(), 16, 16, 16, 1, 4, 1),
+                                                              a.float() @ b.float())]
 print("RESULT", json.dumps(out))
 """
 

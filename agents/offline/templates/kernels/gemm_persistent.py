@@ -44,8 +44,9 @@ def gemm_persistent(a, w, bm, bn, bk, group, num_warps, num_stages, subtile=Fals
     M, K = a.shape
     N = w.shape[0]
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
-    programs = min(_programs(a.device), triton.cdiv(M, bm) * triton.cdiv(N, bn))
-    _gemm_persistent[(programs,)](_desc(a, bm, bk), _desc(w, bn, bk), _desc(c, bm, bn // 2 if subtile else bn),
-                                  M, N, K, BM=bm, BN=bn, BK=bk, GROUP=group, PROGRAMS=programs, SUBTILE=subtile,
-                                  WARP_SPECIALIZE=warp_specialize, num_warps=num_warps, num_stages=num_stages)
+    step = _programs(a.device)  # a constant per device (one compile); fewer tiles than that: one program each
+    grid = (min(step, triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
+    _gemm_persistent[grid](_desc(a, bm, bk), _desc(w, bn, bk), _desc(c, bm, bn // 2 if subtile else bn), M, N, K,
+                           BM=bm, BN=bn, BK=bk, GROUP=group, PROGRAMS=step, SUBTILE=subtile,
+                           WARP_SPECIALIZE=warp_specialize, num_warps=num_warps, num_stages=num_stages)
     return c
