@@ -40,15 +40,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from agents.offline.graph import TRACE_BYTES  # noqa: E402
+from agents.offline.graph import TraceFailed, failure_line, run_traced  # noqa: E402
 from agents.offline.subgraph.families.gemv.kernel import _BLOCKS, gemv, takes  # noqa: E402
 from agents.offline.templates.base import kernel_source, triton_launcher  # noqa: E402
 from agents.offline.templates.triton_gemm import TMA_DESCRIPTORS, triton_gemm_kernel  # noqa: E402
 from problem_args import problems_parser  # noqa: E402
 from report_text import emit_report  # noqa: E402
-from sol_bench.inputs import InputContext, make_inputs  # noqa: E402
 from sol_bench.problem import Problem, find_problems, load_problem  # noqa: E402
-from sol_bench.reference import load_reference  # noqa: E402
 from sol_bench.timing import TIMERS, time_callable  # noqa: E402
 
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -111,36 +109,13 @@ def _transposed(t: torch.Tensor) -> bool:
     return t.shape[0] > 1 and t.shape[1] > 1 and t.stride(0) == 1 and t.stride(1) != 1
 
 
-def _why(e: BaseException, width: int = 160) -> str:
-    first = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {first[0][:width]}" if first else type(e).__name__
-
-
 def trace_gemms(problem: Problem, uuid: str) -> tuple[list[Shape], str]:
     """The bf16/fp16 GEMMs of one workload's reference call, and how they were seen ("meta", or "cpu" for real
-    where the meta run failed and the workload is at most ``TRACE_BYTES``); ``RuntimeError`` when neither ran."""
-    d, ref = problem.definition, load_reference(problem.definition)
+    where the meta run failed and the workload is small: ``agents.offline.graph.run_traced``); ``TraceFailed``
+    when neither ran."""
     workload = next(w for w in problem.workloads if w.uuid == uuid)
-    ctx = InputContext(problem_dir=problem.path)
-    rec = _GemmRecorder()
-    try:
-        inputs = make_inputs(d, workload, "meta", seed=0, reference=ref, ctx=ctx)
-        with rec:
-            ref.run(*inputs.values())
-        return rec.shapes, "meta"
-    except Exception as e:  # noqa: BLE001 - data-dependent ops have no meta kernel: run it for real below
-        meta = f"meta: {_why(e, 80)}"
-    size = problem.workload_bytes(workload)
-    if size > TRACE_BYTES:
-        raise RuntimeError(f"{meta}; cpu: {size} B > {TRACE_BYTES} B")
-    rec = _GemmRecorder()
-    try:
-        inputs = make_inputs(d, workload, "cpu", seed=0, reference=ref, ctx=ctx)
-        with rec:
-            ref.run(*inputs.values())
-    except Exception as e:  # noqa: BLE001 - e.g. a reference that needs a GPU
-        raise RuntimeError(f"{meta}; cpu: {_why(e, 80)}") from None
-    return rec.shapes, "cpu"
+    rec, method, _ = run_traced(problem, _GemmRecorder, workload)
+    return rec.shapes, method
 
 
 def collect_shapes(roots: list[Path], workloads: int, log: Callable[[str], None] = print) -> dict[Shape, list[str]]:
@@ -152,14 +127,14 @@ def collect_shapes(roots: list[Path], workloads: int, log: Callable[[str], None]
             problem = load_problem(path)
             uuids = problem.pick_workloads(workloads, "spread")
         except Exception as e:  # noqa: BLE001 - one bad problem never stops the others
-            log(f"skip {path.name}: {_why(e)}")
+            log(f"skip {path.name}: {failure_line(e, 160)}")
             continue
         failed = []
         for uuid in uuids:
             try:
                 shapes, _ = trace_gemms(problem, uuid)
             except Exception as e:  # noqa: BLE001 - nor does one workload
-                failed.append(str(e) if isinstance(e, RuntimeError) else _why(e))
+                failed.append(str(e) if isinstance(e, TraceFailed) else failure_line(e))
                 continue
             for s in shapes:
                 found[s].add(problem.name)
@@ -310,7 +285,7 @@ def measure(s: Shape, problems: list[str], kernels: ModuleType, device: torch.de
             else:
                 row.notes.append(f"{name}: wrong result")
         except Exception as e:  # noqa: BLE001 - a tile that does not fit or compile is a note, the others go on
-            row.notes.append(f"{name}: {_why(e)}")
+            row.notes.append(f"{name}: {failure_line(e, 160)}")
     ok = {k: v for k, v in row.times_us.items() if v is not None}
     if ok:
         row.ours = min(ok, key=ok.get)
@@ -403,7 +378,7 @@ def main() -> int:
             try:
                 row = measure(s, problems, kernels, device, args.timer, args.preroll_us, args.iterations)
             except Exception as e:  # noqa: BLE001 - e.g. out of memory: the shape is a row with its reason
-                row = Row(s, problems, notes=[f"not measured: {_why(e)}"])
+                row = Row(s, problems, notes=[f"not measured: {failure_line(e, 160)}"])
             rows.append(row)
             print(f"[{i}/{len(shapes)}] {s.m}x{s.n}x{s.k} {s.dtype} {s.layout}: cuBLAS {row.cublas_us:.2f} µs, "
                   f"ours {row.ours_us:.2f} µs ({row.ours or 'none'}) = {row.pct:.1f}%", flush=True)

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from sol_bench.inputs import make_inputs
+from sol_bench.inputs import InputContext, make_inputs
+from sol_bench.models import Workload
 from sol_bench.problem import Problem
-from sol_bench.reference import Reference, load_reference
+from sol_bench.reference import load_reference
 
 # Inputs + outputs of the workload the CPU fallback may run (the template probe's cap too).
 TRACE_BYTES = 64 << 20
@@ -73,43 +74,63 @@ class OpSignature:
         return ops if self.method == "meta" else f"{ops} [traced on the CPU]"
 
 
-def _record(ref: Reference, inputs: dict[str, Any]) -> Counter:
-    rec = _Recorder()
-    with rec:
-        ref.run(*inputs.values())
-    return Counter(rec.ops)
-
-
-def _why(e: BaseException) -> str:
+def failure_line(e: BaseException, width: int = 200) -> str:
+    """The exception's type and the first line of its message, cut to ``width``."""
     first = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {first[0][:200]}" if first else type(e).__name__
+    return f"{type(e).__name__}: {first[0][:width]}" if first else type(e).__name__
+
+
+class TraceFailed(RuntimeError):
+    """The reference ran neither on meta tensors nor on the CPU; the message says why each did not."""
+
+
+def run_traced(problem: Problem, mode: Callable[[], TorchDispatchMode], workload: Workload | None = None,
+               max_bytes: int = TRACE_BYTES) -> tuple[TorchDispatchMode, TraceMethod, str]:
+    """The reference run once under a fresh ``mode()``: on meta tensors at ``workload`` (default the first),
+    else, where that fails (data-dependent ops), for real on the CPU at ``workload`` (default the smallest) when
+    its inputs and outputs are at most ``max_bytes``. Returns the mode that watched the run that completed, how
+    it ran, and why the meta run failed ("" when it did not); raises ``TraceFailed`` when neither ran."""
+    d = problem.definition
+    ref = load_reference(d)
+    ctx = InputContext(problem_dir=problem.path)
+    try:
+        watcher = mode()
+        inputs = make_inputs(d, workload or problem.workloads[0], "meta", seed=0, reference=ref, ctx=ctx)
+        with watcher:
+            ref.run(*inputs.values())
+        return watcher, "meta", ""
+    except Exception as e:  # noqa: BLE001 - data-dependent ops have no meta kernel; run for real below
+        meta_failed = f"meta: {failure_line(e)}"
+    real = workload or min(problem.workloads, key=problem.workload_bytes)
+    size = problem.workload_bytes(real)
+    if size > max_bytes:
+        raise TraceFailed(f"{meta_failed}; cpu: {'smallest ' if workload is None else ''}workload {size} B > "
+                          f"{max_bytes} B")
+    try:
+        watcher = mode()
+        inputs = make_inputs(d, real, "cpu", seed=0, reference=ref, ctx=ctx)
+        with watcher:
+            ref.run(*inputs.values())
+        return watcher, "cpu", meta_failed
+    except Exception as e:  # noqa: BLE001 - e.g. a reference that needs a GPU
+        raise TraceFailed(f"{meta_failed}; cpu: {failure_line(e)}") from None
 
 
 def trace_ops(problem: Problem, max_bytes: int = TRACE_BYTES) -> OpSignature:
     """Record every aten op the reference dispatches: on meta tensors, else on the CPU (smallest workload,
     at most ``max_bytes`` of inputs and outputs), else an unknown signature. Never raises for a reference
     that fails to trace."""
-    d = problem.definition
     try:
-        ref = load_reference(d)
+        load_reference(problem.definition)
     except Exception as e:  # noqa: BLE001 - a reference that does not load has no signature
-        return OpSignature(Counter(), "none", f"reference does not load: {_why(e)}")
+        return OpSignature(Counter(), "none", f"reference does not load: {failure_line(e)}")
     if not problem.workloads:
         return OpSignature(Counter(), "none", "no workload")
     try:
-        inputs = make_inputs(d, problem.workloads[0], "meta", seed=0, reference=ref)
-        return OpSignature(_record(ref, inputs), "meta")
-    except Exception as e:  # noqa: BLE001 - data-dependent ops have no meta kernel; run for real below
-        meta_failed = f"meta: {_why(e)}"
-    smallest = min(problem.workloads, key=problem.workload_bytes)
-    size = problem.workload_bytes(smallest)
-    if size > max_bytes:
-        return OpSignature(Counter(), "none", f"{meta_failed}; cpu: smallest workload {size} B > {max_bytes} B")
-    try:
-        inputs = make_inputs(d, smallest, "cpu", seed=0, reference=ref)
-        return OpSignature(_record(ref, inputs), "cpu", meta_failed)
-    except Exception as e:  # noqa: BLE001 - e.g. a reference that needs a GPU
-        return OpSignature(Counter(), "none", f"{meta_failed}; cpu: {_why(e)}")
+        rec, method, note = run_traced(problem, _Recorder, max_bytes=max_bytes)
+    except TraceFailed as e:
+        return OpSignature(Counter(), "none", str(e))
+    return OpSignature(Counter(rec.ops), method, note)
 
 
 @dataclass(frozen=True)
