@@ -66,7 +66,7 @@ class ProblemRow:
     crashed: str | None
     skipped: bool = False
     told: str = ""  # what the candidates said they chose per signature (``told_summary``)
-    others_passed: bool = False  # a candidate other than the bare reference passed every judging
+    others_passed: bool = False  # a candidate other than the bare reference got PASSED in every verdict it has
 
     @property
     def has_real_candidate(self) -> bool:
