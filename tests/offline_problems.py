@@ -122,9 +122,10 @@ def problems(tmp_path_factory):
     return out
 
 
-def run_solution_here(problem, solution: Solution, seed: int = 3, calls: int = 1) -> None:
+def run_solution_here(problem, solution: Solution, seed: int = 3, calls: int = 1) -> types.ModuleType:
     """Import a Python-family solution in-process and compare with the reference (a mini judge); ``calls``
-    times per workload in one module, into NaN-filled destinations (state one call leaves must not leak)."""
+    times per workload in one module, into NaN-filled destinations (state one call leaves must not leak).
+    Returns the candidate's module."""
     module = types.ModuleType("candidate_under_test")
     with tempfile.TemporaryDirectory() as staged:  # the entry file's siblings import as the judge's worker has them
         for src in solution.sources[1:]:
@@ -153,6 +154,7 @@ def run_solution_here(problem, solution: Solution, seed: int = 3, calls: int = 1
         for o, e in zip(outs, expected):
             assert o.dtype == e.dtype and o.shape == e.shape
             torch.testing.assert_close(o.float(), e.float(), atol=2e-2, rtol=2e-2)
+    return module
 
 
 BUNDLED = Path(__file__).resolve().parents[1] / "data" / "problems"

@@ -4,12 +4,14 @@ reference's numerics (``agents/offline/tuned.py``), and its candidate (``compile
 from __future__ import annotations
 
 import types
+from collections import Counter
 from dataclasses import replace
 
 import pytest
 import torch
 
 from agents.offline import compiled, replay
+from agents.offline.graph import OpSignature, trace_ops
 from agents.offline.tuned import Tolerance, Tuned, Way, agrees
 from sol_bench.models import Tolerance as Tol
 from sol_bench.problem import load_problem
@@ -149,13 +151,34 @@ def test_the_strictest_tolerance_of_the_workloads_is_the_check():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("gpu", [False, True], ids=["cpu_ways", "gpu_ways"])
-def test_the_tuned_candidate_matches_the_reference_on_every_workload(gpu):
-    """Both renderings run here (off CUDA the graph ways call straight through); Inductor's C++ code compiles."""
+@pytest.mark.parametrize(("gpu", "search"), [(False, False), (True, False), (True, True)],
+                         ids=["cpu_ways", "gpu_ways", "gpu_ways_searched"])  # fmt: skip
+def test_the_tuned_candidate_matches_the_reference_on_every_workload(gpu, search):
+    """Every rendering runs here (off CUDA the graph ways call straight through); Inductor's C++ code compiles."""
     p = load_problem(FIXTURE)
-    sol = compiled.tuned_solution(p, gpu)
+    sol = compiled.tuned_solution(p, gpu, search=search)
     assert sol.spec.destination_passing_style is gpu and len(sol.sources) == 2
-    run_solution_here(p, sol, calls=2)
+    module = run_solution_here(p, sol, calls=2)
+    names = [w.name for w in module._ways]
+    assert ("graph_of_compile_searched" in names) is search and names[0] == ("graph_of_eager" if gpu else "eager")
+
+
+def _signature(*ops: str, **counts: int) -> OpSignature:
+    return OpSignature(Counter({**{op: 1 for op in ops}, **counts}))
+
+
+def test_inductor_search_is_planned_where_the_time_is_in_inductors_own_kernels():
+    assert compiled.inductor_search_pays(trace_ops(load_problem(FIXTURE)))  # an RMSNorm: a reduction, a few maps
+    assert compiled.inductor_search_pays(_signature("amax", "exp", "sub", "sum", "div"))
+    assert compiled.inductor_search_pays(_signature("topk", "_softmax"))
+    # library kernels carry the time: a GEMM, a convolution, fused attention
+    assert not compiled.inductor_search_pays(_signature("t", "mm", "add"))
+    assert not compiled.inductor_search_pays(_signature("convolution", "view"))
+    assert not compiled.inductor_search_pays(_signature("_scaled_dot_product_flash_attention", "view"))
+    # a large graph (compile time grows with every kernel searched), or an unknown one
+    assert compiled.inductor_search_pays(_signature(mul=compiled.SEARCH_MAX_OPS))
+    assert not compiled.inductor_search_pays(_signature(mul=compiled.SEARCH_MAX_OPS + 1))
+    assert not compiled.inductor_search_pays(OpSignature(Counter(), method="none"))
 
 
 @pytest.mark.slow

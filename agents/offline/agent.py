@@ -86,16 +86,18 @@ def _reference(problem: Problem, variant: CompileVariant, notes: str, **flags: b
     return Planned.of(compiled.solution(problem, variant), f"reference/{variant.name}", notes, **flags)
 
 
-def _tuned(problem: Problem, gpu: bool, found: subgraph_solution.Found | None = None) -> Planned:
+def _tuned(problem: Problem, gpu: bool, found: subgraph_solution.Found | None = None, search: bool = False) -> Planned:
     # Not prechecked: it checks Inductor's numerics itself, on the call's inputs, and keeps eager's where they miss.
     # On a GPU it is the sure pass too: its ways include the floor's graph of eager, and it reads T_b by design.
     # Families found in the reference are one more of its ways, chosen per input signature where they are fastest.
     try:
-        sol = compiled.tuned_solution(problem, gpu, subgraph_solution.families_way(found) if found else None)
+        sol = compiled.tuned_solution(problem, gpu, subgraph_solution.families_way(found) if found else None, search)
     except Exception as e:  # noqa: BLE001 - the families' way must not cost the sure pass
         _log.warning("tuned candidate for %s without its families' way: %s: %s", problem.name, type(e).__name__, e)
-        sol = compiled.tuned_solution(problem, gpu)
+        sol = compiled.tuned_solution(problem, gpu, search=search)
     ways = "graph of eager, graph of Inductor, Inductor"
+    if gpu and search:
+        ways += ", graph of Inductor retuned by coordinate descent"
     if gpu and found is not None and found.replaced:
         ways += f", graph of the reference with {'+'.join(found.families)} replaced"
     return Planned.of(sol, "reference/tuned", f"the fastest of the reference's ways per input signature, timed on "
@@ -149,7 +151,7 @@ def plan(
     found = subgraph_solution.find(problem) if gpu and (want_reference or language == "triton") else None
     if want_reference:
         if gpu:
-            yield _tuned(problem, gpu=True, found=found)
+            yield _tuned(problem, gpu=True, found=found, search=compiled.inductor_search_pays(sig))
             yield _reference(problem, compiled.FLOOR, "the reference replayed as a CUDA graph", floor=True)
         else:
             yield _reference(problem, compiled.EAGER, "the reference, eager", floor=True)

@@ -8,6 +8,7 @@ exported modules) is what the candidate computes at judge time.
 
 import sys as _sys
 import traceback as _traceback
+import warnings as _warnings
 
 import torch as _torch
 
@@ -66,8 +67,24 @@ def _capture(body):
                 error = error or e
     if error is not None:
         _cuda.synchronize()
+        _clear_generator_capture()
         return None, f"{type(error).__name__}: {str(error)[:200]}{_where(error)}"
     return graph, None
+
+
+def _clear_generator_capture():
+    # A capture whose end fails leaves torch's CUDA generator marked as capturing (torch 2.11: the mark is cleared
+    # only after a successful ``cudaStreamEndCapture``), and every later random draw outside a capture raises
+    # "Offset increment outside graph capture encountered unexpectedly". A capture that ends cleanly clears it.
+    try:
+        with _warnings.catch_warnings():
+            _warnings.simplefilter("ignore")  # "The CUDA Graph is empty"
+            with _cuda.stream(_cuda.Stream()):
+                graph = _cuda.CUDAGraph()
+                graph.capture_begin()
+                graph.capture_end()
+    except Exception:
+        pass  # nothing more to try: the eager fallback still runs, only random draws would fail
 
 
 def _where(error):
