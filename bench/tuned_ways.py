@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agents.offline import compiled  # noqa: E402
+from agents.offline.graph import trace_ops  # noqa: E402
 from agents.offline.subgraph import solution as subgraph_solution  # noqa: E402
 from sol_bench.inputs import make_inputs, output_specs  # noqa: E402
 from sol_bench.problem import WORKLOAD_PICKS, load_problem  # noqa: E402
@@ -65,7 +66,8 @@ def main() -> int:
     problem = problem.select(problem.pick_workloads(args.workloads, args.pick))
     # the families' way, as the agent plans it
     families = subgraph_solution.families_way(subgraph_solution.find(problem)) if gpu else None
-    module = load_candidate(compiled.tuned_solution(problem, gpu, families))
+    search = gpu and compiled.inductor_search_pays(trace_ops(problem))
+    module = load_candidate(compiled.tuned_solution(problem, gpu, families, search))
     tuned, reference = module._tuned, load_reference(problem.definition)
     for w in problem.workloads:
         inputs = list(make_inputs(problem.definition, w, args.device, 3, reference).values())
