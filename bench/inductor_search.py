@@ -1,5 +1,6 @@
-"""`bench/inductor_search.py`: Inductor's default compile against its compile retuned by coordinate descent
-(``coordinate_descent_tuning``), the way the tuned reference adds where ``compiled.inductor_search_pays``.
+"""`bench/inductor_search.py`: Inductor's default compile against a searched one: retuned by coordinate descent
+(``coordinate_descent_tuning``, the way the tuned reference adds where ``compiled.inductor_search_pays``), or with
+``--search max-autotune`` Inductor's GEMM templates autotuned against the library's (not planned anywhere yet).
 
 Per problem, at its largest workload (or ``--pick``): the reference compiled twice by default (two draws: the
 spread one compile to the next) and once with the search, each replayed as a CUDA graph and timed with the bench
@@ -31,7 +32,8 @@ from sol_bench.problem import find_problems, load_problem  # noqa: E402
 from sol_bench.reference import load_reference  # noqa: E402
 from sol_bench.timing import time_callable  # noqa: E402
 
-SEARCH = {"coordinate_descent_tuning": True}
+SEARCHES = {"coordinate-descent": {"options": {"coordinate_descent_tuning": True}},
+            "max-autotune": {"mode": "max-autotune-no-cudagraphs"}}
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ def graph_replay(fn, args):
     return graph.replay
 
 
-def measure(problem_dir: Path, pick: str, iterations: int) -> Row:
+def measure(problem_dir: Path, pick: str, iterations: int, search: str = "coordinate-descent") -> Row:
     problem = load_problem(problem_dir)
     planned = compiled.inductor_search_pays(trace_ops(problem))
     workload = max(problem.workloads, key=problem.workload_bytes) if pick == "largest" else \
@@ -75,9 +77,9 @@ def measure(problem_dir: Path, pick: str, iterations: int) -> Row:
     ctx = InputContext(problem_dir=problem_dir)
     args = tuple(make_inputs(problem.definition, workload, "cuda", 1, ref, ctx).values())
     times, compiles = [], []
-    for options in ({}, {}, SEARCH):
+    for how in ({}, {}, SEARCHES[search]):
         torch._dynamo.reset()  # each compile a fresh draw
-        fn = torch.compile(ref.run, dynamic=False, options=options or None)
+        fn = torch.compile(ref.run, dynamic=False, **how)
         t0 = time.perf_counter()
         fn(*args)
         torch.cuda.synchronize()
@@ -91,19 +93,20 @@ def main() -> int:
     ap.add_argument("problems", nargs="+", type=Path, help="problem directories or directories of problems")
     ap.add_argument("--pick", choices=("largest", "median"), default="largest", help="which workload")
     ap.add_argument("--iterations", type=int, default=100)
+    ap.add_argument("--search", choices=sorted(SEARCHES), default="coordinate-descent")
     ap.add_argument("-o", "--output", type=Path, required=True)
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench/inductor_search.py: no CUDA device (it times Inductor's GPU code)", file=sys.stderr)
         return 2
     dirs = [d for root in args.problems for d in find_problems(root)]
-    lines = [f"Inductor default against coordinate descent on {torch.cuda.get_device_name()}, {args.pick} workload, "
+    lines = [f"Inductor default against {args.search} on {torch.cuda.get_device_name()}, {args.pick} workload, "
              f"{time.strftime('%Y-%m-%d %H:%M')}", "",
              "| problem | planned | default µs (two compiles) | searched µs | gain | compile default / searched |",
              "|---|---|---:|---:|---:|---:|"]  # fmt: skip
     for i, d in enumerate(dirs, 1):
         try:
-            row = measure(d, args.pick, args.iterations)
+            row = measure(d, args.pick, args.iterations, args.search)
         except Exception as e:  # noqa: BLE001 - one problem's failure is its row
             row = Row(d.name, False, (0.0, 0.0), 0.0, (0.0, 0.0), error=f"{type(e).__name__}: {str(e)[:120]}")
         print(f"[{i}/{len(dirs)}] {row.markdown()}", flush=True)
