@@ -11,7 +11,8 @@ Timing: per shape, cuBLAS on operands laid out as in the reference, and the Trit
 grid (small-M tiles for M <= 64; past them, where B is a weight W.t() and the rows suit tensor descriptors, also
 the template's descriptor form and the persistent kernel of ``templates/kernels/gemm_persistent.py``), plus,
 where it serves the call (M <= 16, B = W.t()), the small-M family's GEMV
-(``families/gemv/kernel.py``) at each of its blocks; the fastest that matches an fp32 matmul counts. Each is
+(``families/gemv/kernel.py``) at each of its blocks and the CUDA C++ GEMV template (``templates/gemv_cuda.py``,
+each variant built once: ``bench/cuda_gemv_bench.py``); the fastest that matches an fp32 matmul counts. Each is
 timed as ``bench/gemv_small_m.py`` does (``sol_bench.timing.time_callable``: L2 flushed, events timer after a
 100 µs pre-roll, which hides Python's launch cost as a CUDA graph would; ``--timer cupti`` counts it).
 
@@ -21,6 +22,7 @@ timed as ``bench/gemv_small_m.py`` does (``sol_bench.timing.time_callable``: L2 
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import math
@@ -43,6 +45,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from agents.offline.graph import TraceFailed, failure_line, run_traced  # noqa: E402
 from agents.offline.subgraph.families.gemv.kernel import _BLOCKS, gemv, takes  # noqa: E402
 from agents.offline.templates.base import kernel_source, triton_launcher  # noqa: E402
+from agents.offline.templates.gemv_cuda import SMALL_M as CUDA_GEMV_M  # noqa: E402
 from agents.offline.templates.triton_gemm import TMA_DESCRIPTORS, triton_gemm_kernel  # noqa: E402
 from problem_args import problems_parser  # noqa: E402
 from report_text import emit_report  # noqa: E402
@@ -222,10 +225,11 @@ def tile_name(t: tuple[int, ...]) -> str:
     return f"triton {bm}x{bn}x{bk} g{group} w{warps} s{stages}"
 
 
-def candidates(s: Shape, kernels: ModuleType, a: torch.Tensor, b: torch.Tensor) -> dict[str, Callable[[], Any]]:
+def candidates(s: Shape, kernels: ModuleType, a: torch.Tensor, b: torch.Tensor,
+               cuda_gemvs: dict[str, Callable] | None = None) -> dict[str, Callable[[], Any]]:
     """Name -> a call of our kernels that computes ``a @ b``: the tile grid, through pointers and, where both
-    operands can have tensor descriptors (B a weight [N, K] as stored), through them; and the GEMV where it
-    serves."""
+    operands can have tensor descriptors (B a weight [N, K] as stored), through them; and the GEMVs (Triton, and
+    the CUDA C++ ones of ``cuda_gemvs``) where they serve."""
     tiles = SMALL_M_TILES if s.m <= SMALL_M else LARGE_TILES
     out = {tile_name(t): (lambda t=t: kernels.gemm(a, b, *t)) for t in tiles}
     w = b.t()  # the GEMV and the descriptor form read the weight as [N, K]: only where that is B's own layout
@@ -236,6 +240,8 @@ def candidates(s: Shape, kernels: ModuleType, a: torch.Tensor, b: torch.Tensor) 
     if s.m <= SMALL_M and not s.a_t and w.stride(1) == 1 and takes(a, w, None):
         out.update({f"gemv {bn}x{bk} w{warps}": (lambda bn=bn, bk=bk, warps=warps: gemv(a, w, None, bn, bk, warps))
                     for bn, bk, warps in _BLOCKS})  # fmt: skip
+    if s.m <= CUDA_GEMV_M and not s.a_t and w.stride(1) == 1 and a.is_contiguous():
+        out.update({name: (lambda fn=fn: fn(a, w)) for name, fn in (cuda_gemvs or {}).items()})
     return out
 
 
@@ -264,7 +270,7 @@ class Row:
 
 
 def measure(s: Shape, problems: list[str], kernels: ModuleType, device: torch.device, timer: str, preroll_us: float,
-            iterations: int) -> Row:
+            iterations: int, cuda_gemvs: dict[str, Callable] | None = None) -> Row:
     """cuBLAS and every candidate of one shape, each checked against an fp32 matmul before it is timed."""
     row = Row(s, problems)
     a, b = operands(s, device)
@@ -277,7 +283,7 @@ def measure(s: Shape, problems: list[str], kernels: ModuleType, device: torch.de
     if not matches(torch.matmul(a, b), want):
         row.notes.append("cuBLAS itself off the fp32 product")
     row.cublas_us = timed(lambda: torch.matmul(a, b))
-    for name, fn in candidates(s, kernels, a, b).items():
+    for name, fn in candidates(s, kernels, a, b, cuda_gemvs).items():
         row.times_us[name] = None
         try:
             if matches(fn(), want):
@@ -353,6 +359,9 @@ def main() -> int:
     ap.add_argument("--timer", choices=TIMERS, default="events")
     ap.add_argument("--preroll-us", type=float, default=100.0)
     ap.add_argument("--iterations", type=int, default=50)
+    ap.add_argument("--cuda-gemv", action=argparse.BooleanOptionalAction, default=True,
+                    help="build the CUDA C++ GEMV template's variants (nvcc) and time them at M <= 16")
+    ap.add_argument("--build-jobs", type=int, default=8)
     ap.add_argument("-o", "--out", type=Path)
     ap.add_argument("--json-out", type=Path, help="also write one JSON object per shape here")
     args = ap.parse_args()
@@ -374,9 +383,16 @@ def main() -> int:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="gemm-vs-cublas-") as tmp:
         kernels = gemm_module(Path(tmp))
+        gemvs = {}
+        if args.cuda_gemv and any(s.m <= CUDA_GEMV_M for s in shapes):
+            from cuda_gemv_bench import cuda_gemvs
+
+            t0 = time.monotonic()
+            gemvs = cuda_gemvs(str(device), REPO / "kernels_tmp", jobs=args.build_jobs)
+            print(f"built {len(gemvs)} CUDA GEMV variants in {time.monotonic() - t0:.0f} s", flush=True)
         for i, (s, problems) in enumerate(shapes.items(), 1):
             try:
-                row = measure(s, problems, kernels, device, args.timer, args.preroll_us, args.iterations)
+                row = measure(s, problems, kernels, device, args.timer, args.preroll_us, args.iterations, gemvs)
             except Exception as e:  # noqa: BLE001 - e.g. out of memory: the shape is a row with its reason
                 row = Row(s, problems, notes=[f"not measured: {failure_line(e, 160)}"])
             rows.append(row)

@@ -150,3 +150,42 @@ def test_the_persistent_gemm_compiles_for_sm90_to_tensor_cores_fed_by_the_copy_e
     consts = dict(BM=128, BN=256, BK=64, GROUP=8, PROGRAMS=132, SUBTILE=subtile, WARP_SPECIALIZE=warp_specialize)
     ptx = compile_sm90(kernels._gemm_persistent, types, consts).asm["ptx"]
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
+
+
+def test_the_cuda_gemv_is_offered_at_decode_rows_of_a_stored_weight_only(monkeypatch):
+    """The CUDA C++ GEMV serves M <= 16 rows of a contiguous A against a weight [N, K] as stored (B = W.t())."""
+    import types
+
+    bench = _bench(monkeypatch)
+    kernels = types.SimpleNamespace(gemm=None, _tma_ready=lambda a, w: False)
+    fake = {"cuda gemv fake": lambda a, w: a @ w.t()}
+    cases = ((1, True, False, True), (16, True, False, True), (17, True, False, False), (3, False, False, False),
+             (3, True, True, False))  # fmt: skip
+    for m, b_t, a_t, offered in cases:
+        s = bench.Shape(m, 24, 40, "fp16", b_t, a_t)
+        a, b = bench.operands(s, torch.device("cpu"))
+        found = bench.candidates(s, kernels, a, b, fake)
+        assert ("cuda gemv fake" in found) is offered, (m, b_t, a_t)
+        if offered:
+            assert bench.matches(found["cuda gemv fake"](), a.float() @ b.float())
+
+
+@pytest.mark.cuda_compile
+def test_the_cuda_gemv_variants_render_from_one_linear_and_compile_for_sm90(tmp_path, monkeypatch):
+    """``bench/cuda_gemv_bench.py`` renders both of the template's kernels from its own linear problem, and a
+    variant's kernel.cu and binding.cpp compile to objects whose ``run`` takes (a, w, y)."""
+    import shutil
+
+    if shutil.which("nvcc") is None or shutil.which("nm") is None:
+        pytest.skip("nvcc or nm not on PATH")
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    import cuda_gemv_bench
+    from cuda_build import compile_objects, demangle, run_symbols
+
+    sols = cuda_gemv_bench.gemv_solutions(tmp_path / "problem")
+    assert {name.split()[2] for name in sols} == {"kernelsplit", "kernelcols"}, sorted(sols)
+    split = next(sol for name, sol in sols.items() if "kernelsplit" in name)
+    objs = compile_objects(split, tmp_path / "build")
+    [defined] = run_symbols(objs["kernel.cu"])["T"]
+    assert demangle(defined) == "run(at::Tensor, at::Tensor, at::Tensor)"
+    assert run_symbols(objs["binding.cpp"])["U"] == {defined}
