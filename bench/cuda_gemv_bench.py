@@ -86,7 +86,8 @@ def cuda_gemvs(device: str, staging: Path, jobs: int = 4, timeout_s: float = 600
         try:
             return name, run_build(plan_build(sol, staged, device, candidate_env(staged, device)), timeout_s).module_path
         except Exception as e:  # noqa: BLE001 - one variant that does not build leaves the others
-            log(f"{name}: not built: {type(e).__name__}: {str(e).splitlines()[-1:] if str(e) else ''}")
+            last = str(e).strip().splitlines()[-1:] or [""]
+            log(f"{name}: not built: {type(e).__name__}: {last[0][:200]}")
             return name, None
 
     with ThreadPoolExecutor(max(1, jobs)) as pool:
