@@ -1,6 +1,7 @@
-"""The CUDA C++ GEMV template (``agents/offline/templates/gemv_cuda.py``) as plain calls ``y = a @ w.t()`` for
-benches: its kernels read M, N and K at run time, so one decode-shaped linear problem, written here, renders them
-all, and each of the template's variants is built once (the judge's build, ``sol_bench.build``) and loaded.
+"""`bench/cuda_gemv_bench.py`, not a tool: the benches import it (``from cuda_gemv_bench import cuda_gemvs``, as
+``bench/gemm_vs_cublas.py`` does). The CUDA C++ GEMV template (``agents/offline/templates/gemv_cuda.py``) as plain
+calls ``y = a @ w.t()``: its kernels read M, N and K at run time, so one decode-shaped linear problem, written here,
+renders them all, and each of the template's variants is built once (the judge's build, ``sol_bench.build``).
 """
 
 from __future__ import annotations
