@@ -54,7 +54,7 @@ def _outputs(x: Any) -> list[torch.Tensor]:
     return [t for t in x if isinstance(t, torch.Tensor)] if isinstance(x, (tuple, list)) else []
 
 
-def _graphed(fn: Callable[[], Any], device: torch.device) -> Callable[[], Any]:
+def graphed(fn: Callable[[], Any], device: torch.device) -> Callable[[], Any]:
     """``fn`` captured into a CUDA graph after a warm-up on a side stream; returns its replay."""
     stream = torch.cuda.Stream(device)
     stream.wait_stream(torch.cuda.current_stream(device))
@@ -79,7 +79,7 @@ def _variant_callable(name: str, run: Callable[..., Any], inputs: list[Any], dev
         return lambda: run(*inputs)
     if name == CUDAGRAPH_COMPILE:
         compiled = torch.compile(run, dynamic=False)
-        return _graphed(lambda: compiled(*inputs), device)
+        return graphed(lambda: compiled(*inputs), device)
     raise ValueError(f"unknown variant {name!r}")
 from sol_bench.runner import candidate_env  # noqa: E402
 from sol_bench.staging import stage  # noqa: E402
