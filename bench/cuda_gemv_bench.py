@@ -6,8 +6,6 @@ renders them all, and each of the template's variants is built once (the judge's
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -16,14 +14,10 @@ from typing import Callable
 
 import torch
 
-from agents.offline.graph import trace_ops
-from agents.offline.templates import FAMILIES, build_solution
-from agents.offline.templates.probe import Probe
-from sol_bench.build import plan_build, run_build
+from agents.offline.agent import plan
+from launch_profile import build_cpp, load_module
 from sol_bench.models import Solution
 from sol_bench.problem import load_problem
-from sol_bench.runner import candidate_env
-from sol_bench.staging import stage
 
 LANGUAGE = "cuda_cpp"
 _DEFINITION = {
@@ -46,56 +40,34 @@ def linear_problem(root: Path) -> Path:
 
 
 def gemv_solutions(root: Path) -> dict[str, Solution]:
-    """Variant name -> the rendered solution, one per distinct source the CUDA GEMV renderer makes."""
+    """Variant name -> solution: what the offline agent plans in CUDA C++ for that linear (the GEMV's variants)."""
     problem = load_problem(linear_problem(root))
-    sig, probe = trace_ops(problem), Probe(problem)
-    out: dict[str, Solution] = {}
-    for fam in FAMILIES:
-        for binding in fam.match(problem, sig, probe):
-            for r in fam.renderers:
-                if r.language != LANGUAGE or not r.accepts(binding):
-                    continue
-                seen: set = set()
-                for params in r.variants():
-                    sol = build_solution(problem, fam.name, r, binding, params)
-                    key = tuple((s.path, s.content) for s in sol.sources)
-                    if key not in seen:
-                        seen.add(key)
-                        out["cuda gemv " + " ".join(f"{k}{v}" for k, v in sorted(params.items()))] = sol
-    return out
+    return {"cuda gemv " + " ".join(f"{k}{v}" for k, v in sorted(p.params.items())): p.solution
+            for p in plan(problem, "cuda:0", LANGUAGE) if p.group.startswith("gemm/")}  # fmt: skip
 
 
-def _load(path: Path):
-    name = path.name.split(".")[0]
-    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
-    spec = importlib.util.spec_from_loader(name, loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-def cuda_gemvs(device: str, staging: Path, jobs: int = 4, timeout_s: float = 600.0,
+def cuda_gemvs(device: str, staging: Path, jobs: int = 4,
                log: Callable[[str], None] = print) -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
     """Name -> ``gemv(a, w)`` for a [M, K] and a weight w [N, K] (M up to the template's SMALL_M), each variant
-    built for ``device``; a variant that does not build is logged and left out."""
-    root = Path(tempfile.mkdtemp(prefix="gemv-bench-", dir=staging))
-    sols = gemv_solutions(root)
+    built for ``device`` (``jobs`` at once, by ``bench/launch_profile.py``'s build and loader); a variant that does
+    not build is logged and left out."""
+    sols = gemv_solutions(Path(tempfile.mkdtemp(prefix="gemv-bench-", dir=staging)))
 
     def build(item):
         name, sol = item
-        staged = stage(sol, staging)
         try:
-            return name, run_build(plan_build(sol, staged, device, candidate_env(staged, device)), timeout_s).module_path
+            build_cpp(sol, device, staging)
+            return name
         except Exception as e:  # noqa: BLE001 - one variant that does not build leaves the others
             last = str(e).strip().splitlines()[-1:] or [""]
             log(f"{name}: not built: {type(e).__name__}: {last[0][:200]}")
-            return name, None
+            return None
 
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        built = [(n, p) for n, p in pool.map(build, sols.items()) if p is not None]
+        built = [name for name in pool.map(build, sols.items()) if name is not None]
     out = {}
-    for name, path in built:
-        module = _load(path)
+    for name in built:
+        module = load_module(sols[name], device, staging)  # built above: found in its staging directory
 
         def call(a, w, module=module):
             y = torch.empty(a.shape[0], w.shape[0], device=a.device, dtype=a.dtype)
