@@ -1,6 +1,7 @@
-"""`bench/gemm_vs_cublas.py`: the repo's Triton GEMM (``agents/offline/templates/triton_gemm.py``, no epilogue)
-against cuBLAS (``torch.matmul``) on the bf16/fp16 GEMMs the problem sets' references actually run. The bar: at
-least 86% of cuBLAS on large shapes (M > 64, M*N*K >= 2^30) and at least cuBLAS at M <= 64.
+"""`bench/gemm_vs_cublas.py`: the repo's GEMM kernels (the Triton GEMM of ``agents/offline/templates/triton_gemm.py``,
+no epilogue, and the GEMVs below) against cuBLAS (``torch.matmul``) on the bf16/fp16 GEMMs the problem sets'
+references actually run. The bar: at least 86% of cuBLAS on large shapes (M > 64, M*N*K >= 2^30) and at least
+cuBLAS at M <= 64.
 
 Shapes: each problem's reference runs on meta tensors (on the CPU for real where an op has no meta kernel and
 the workload is small) for up to ``--workloads`` workloads spread by bytes, under a dispatch mode that records
@@ -402,7 +403,7 @@ def main() -> int:
                 args.json_out.parent.mkdir(parents=True, exist_ok=True)
                 args.json_out.write_text("".join(json.dumps(r.record()) + "\n" for r in rows))
             torch.cuda.empty_cache()
-    title = (f"bf16/fp16 GEMM, Triton template vs cuBLAS on {torch.cuda.get_device_name(device)} ({args.timer} timer, "
+    title = (f"bf16/fp16 GEMM, our kernels vs cuBLAS on {torch.cuda.get_device_name(device)} ({args.timer} timer, "
              f"{args.preroll_us:.0f} µs pre-roll), {time.strftime('%Y-%m-%d %H:%M')}")  # fmt: skip
     emit_report(table(rows, title), args.out)
     return 0
