@@ -518,8 +518,8 @@ def test_tuned_ways_reports_each_workloads_choice_on_the_cpu():
 
 def test_the_timer_cost_and_sdpa_benches_refuse_a_machine_without_cuda_and_read_their_shapes():
     """bench/cupti_cost.py, bench/sdpa_backends.py and bench/inductor_search.py measure CUDA only: without it they
-    say so before any work. The SDPA bench's shapes read BxHQxHKVxDxS with a trailing c for causal, and a GQA ratio that does
-    not divide is refused by name."""
+    say so before any work. The SDPA bench's shapes read BxHQxHKVxDxS with a trailing c for causal, and a GQA
+    ratio that does not divide is refused by name."""
     if not __import__("torch").cuda.is_available():
         for script, args in (("bench/cupti_cost.py", ()), ("bench/sdpa_backends.py", ()),
                              ("bench/inductor_search.py", (str(FIXTURE), "-o", "/dev/null"))):  # fmt: skip
