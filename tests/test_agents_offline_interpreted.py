@@ -321,3 +321,45 @@ def test_pdl_variants_are_correct_in_the_interpreter():
     assert result["mlp_gelu"]["waits"] >= 4 and result["mlp_gelu"]["pdl_launches"] == 4, result
     # the MHA: the four projection kernels and the attention's two; launches: qkv (one or three), out, fwd, merge
     assert result["mha_block_biased"]["waits"] == 6 and result["mha_block_biased"]["pdl_launches"] >= 4, result
+
+
+_PERSISTENT_GEMM_SCRIPT = r"""
+import json, sys, torch, pathlib, tempfile
+sys.path.insert(0, sys.argv[1])
+from tests.offline_problems import write_problem, run_solution_here
+from agents.offline.templates import FAMILIES, build_solution
+from agents.offline.graph import trace_ops
+from sol_bench.inputs import make_inputs, output_specs
+from sol_bench.problem import load_problem
+root = pathlib.Path(tempfile.mkdtemp())
+fam = next(f for f in FAMILIES if f.name == "gemm")
+ok = {}
+for name in json.loads(sys.argv[2]):
+    p = load_problem(write_problem(root, name))
+    [b] = fam.match(p, trace_ops(p))
+    takers = [r for r in fam.renderers if r.language == "triton" and r.accepts(b) and r.variants()[0].get("persistent")]
+    ok[name] = {"offered": len(takers)}
+    for r in takers:
+        for params in r.variants():
+            params = {**params, "bm": 16, "bn": 16, "bk": 16}  # tiles the interpreter runs in seconds
+            module = run_solution_here(p, build_solution(p, fam.name, r, b, params), calls=2)
+            launched, real = [], module.gemm_persistent
+            module.gemm_persistent = lambda *a, **k: launched.append(1) or real(*a, **k)
+            w = p.workloads[0]
+            ins = make_inputs(p.definition, w, "cpu", seed=1)
+            module.run(*ins.values(), *[torch.empty(s, dtype=t) for s, t in output_specs(p.definition, w).values()])
+            ok[name][f"subtile={params['subtile']}"] = len(launched)
+print("RESULT", json.dumps(ok))
+"""
+
+
+@pytest.mark.slow
+def test_the_gemm_templates_persistent_kernel_serves_calls_of_many_rows_and_matches_the_reference():
+    """Where some workload has more rows than the persistent GEMM's minimum against a weight as stored, the GEMM
+    family offers it (both tiles), each correct with its bias and activation; calls of few rows fall back."""
+    pytest.importorskip("triton.tools.tensor_descriptor")
+    from triton_interp import run_interpreted
+
+    result = run_interpreted(_PERSISTENT_GEMM_SCRIPT, ["linear_gelu_rows", "linear_relu"], timeout_s=240)
+    assert result["linear_relu"] == {"offered": 0}, result  # 33 rows: not offered
+    assert result["linear_gelu_rows"] == {"offered": 1, "subtile=True": 1, "subtile=False": 1}, result

@@ -138,18 +138,23 @@ def test_a_shape_is_timed_against_cublas_on_the_gpu(monkeypatch, tmp_path):
     assert any(k.startswith("gemv ") for k in row.times_us)
 
 
-@pytest.mark.parametrize("subtile,warp_specialize", [(True, False), (False, False), (True, True)])
+@pytest.mark.parametrize("subtile,warp_specialize,act", [(True, False, "none"), (False, False, "gelu"),
+                                                         (True, True, "silu")])
 def test_the_persistent_gemm_compiles_for_sm90_to_tensor_cores_fed_by_the_copy_engine(tmp_path, monkeypatch,
-                                                                                       subtile, warp_specialize):
+                                                                                       subtile, warp_specialize, act):
     pytest.importorskip("triton")
     from tests.triton_interp import compile_sm90
 
     kernels = _bench(monkeypatch).gemm_module(tmp_path)
-    types = {"a_desc": "tensordesc<bf16[128,64]>", "w_desc": "tensordesc<bf16[256,64]>",
+    types = {"a_desc": "tensordesc<bf16[128,64]>", "w_desc": "tensordesc<bf16[256,64]>", "bias_ptr": "*bf16",
              "c_desc": f"tensordesc<bf16[128,{128 if subtile else 256}]>", "M": "i32", "N": "i32", "K": "i32"}
-    consts = dict(BM=128, BN=256, BK=64, GROUP=8, PROGRAMS=132, SUBTILE=subtile, WARP_SPECIALIZE=warp_specialize)
+    consts = dict(BM=128, BN=256, BK=64, GROUP=8, PROGRAMS=132, SUBTILE=subtile, WARP_SPECIALIZE=warp_specialize,
+                  HAS_BIAS=act != "none", ACT=act, PRECISION="tf32")
     ptx = compile_sm90(kernels._gemm_persistent, types, consts).asm["ptx"]
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
+    # the epilogue is compiled in only where asked: a bias read and the activation's math
+    assert ("ld.global" in ptx) == (act != "none")
+    assert ("ex2.approx" in ptx) == (act in ("silu", "gelu"))
 
 
 def test_the_cuda_gemv_is_offered_at_decode_rows_of_a_stored_weight_only(monkeypatch):
