@@ -323,6 +323,7 @@ def test_pdl_variants_are_correct_in_the_interpreter():
     assert result["mha_block_biased"]["waits"] == 6 and result["mha_block_biased"]["pdl_launches"] >= 4, result
 
 
+
 _PERSISTENT_GEMM_SCRIPT = r"""
 import json, sys, torch, pathlib, tempfile
 sys.path.insert(0, sys.argv[1])
@@ -340,15 +341,19 @@ for name in json.loads(sys.argv[2]):
     takers = [r for r in fam.renderers if r.language == "triton" and r.accepts(b) and r.variants()[0].get("persistent")]
     ok[name] = {"offered": len(takers)}
     for r in takers:
-        for params in r.variants():
+        # each tile, and K forced into 3 slices (off CUDA "auto" never splits: one "SM")
+        for params in [*r.variants(), {**r.variants()[0], "split": 3}]:
             params = {**params, "bm": 16, "bn": 16, "bk": 16}  # tiles the interpreter runs in seconds
             module = run_solution_here(p, build_solution(p, fam.name, r, b, params), calls=2)
-            launched, real = [], module.gemm_persistent
-            module.gemm_persistent = lambda *a, **k: launched.append(1) or real(*a, **k)
+            launched = []
+            for fn in ("gemm_persistent", "_gemm_split_launch", "_gemm_launch"):
+                if hasattr(module, fn):
+                    real = getattr(module, fn)
+                    setattr(module, fn, lambda *a, fn=fn, real=real, **k: launched.append(fn) or real(*a, **k))
             w = p.workloads[0]
             ins = make_inputs(p.definition, w, "cpu", seed=1)
             module.run(*ins.values(), *[torch.empty(s, dtype=t) for s, t in output_specs(p.definition, w).values()])
-            ok[name][f"subtile={params['subtile']}"] = len(launched)
+            ok[name][f"subtile={params['subtile']} split={params['split']}"] = launched
 print("RESULT", json.dumps(ok))
 """
 
@@ -356,10 +361,17 @@ print("RESULT", json.dumps(ok))
 @pytest.mark.slow
 def test_the_gemm_templates_persistent_kernel_serves_calls_of_many_rows_and_matches_the_reference():
     """Where some workload has more rows than the persistent GEMM's minimum against a weight as stored, the GEMM
-    family offers it (both tiles), each correct with its bias and activation; calls of few rows fall back."""
+    family offers it (two tiles), each correct with its bias and activation; K split in slices only where the
+    epilogue is linear; calls of few rows are not offered it."""
     pytest.importorskip("triton.tools.tensor_descriptor")
     from triton_interp import run_interpreted
 
-    result = run_interpreted(_PERSISTENT_GEMM_SCRIPT, ["linear_gelu_rows", "linear_relu"], timeout_s=240)
-    assert result["linear_relu"] == {"offered": 0}, result  # 33 rows: not offered
-    assert result["linear_gelu_rows"] == {"offered": 1, "subtile=True": 1, "subtile=False": 1}, result
+    result = run_interpreted(_PERSISTENT_GEMM_SCRIPT, ["linear_gelu_rows", "linear_rows", "linear_relu"], timeout_s=300)
+    assert result["linear_relu"] == {"offered": 0}, result  # 33 rows
+    persistent = ["gemm_persistent"]
+    assert result["linear_gelu_rows"] == {"offered": 1, "subtile=True split=auto": persistent,
+                                          "subtile=False split=auto": persistent,
+                                          "subtile=True split=3": persistent}, result  # gelu: never split
+    assert result["linear_rows"] == {"offered": 1, "subtile=True split=auto": persistent,
+                                     "subtile=False split=auto": persistent,
+                                     "subtile=True split=3": ["_gemm_split_launch"]}, result

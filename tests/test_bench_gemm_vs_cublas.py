@@ -194,3 +194,18 @@ def test_the_cuda_gemv_variants_render_from_one_linear_and_compile_for_sm90(tmp_
     [defined] = run_symbols(objs["kernel.cu"])["T"]
     assert demangle(defined) == "run(at::Tensor, at::Tensor, at::Tensor)"
     assert run_symbols(objs["binding.cpp"])["U"] == {defined}
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_tiled_gemm_multiplies_float32_exactly_and_16_bit_types_on_tensor_cores(tmp_path, monkeypatch, dtype):
+    """The templates' tiled kernel (``triton_gemm_kernel``) on float32 operands does what the reference's fp32
+    matmul does, no TF32 rounding; bf16 keeps the tensor cores."""
+    pytest.importorskip("triton")
+    from tests.triton_interp import compile_sm90
+
+    kernels = _bench(monkeypatch).gemm_module(tmp_path)
+    types = {n: f"*{dtype}" for n in ("a_ptr", "b_ptr", "bias_ptr", "c_ptr")}
+    gdc = {n: False for n in kernels._gemm.arg_names if n.isupper() and n not in ("M", "N", "K")}
+    ptx = compile_sm90(kernels._gemm, types, {**gdc, "BM": 64, "BN": 64, "BK": 32, "GROUP": 8}).asm["ptx"]
+    assert ("tf32" in ptx) is False
+    assert ("wgmma.mma_async" in ptx) == (dtype == "bf16")

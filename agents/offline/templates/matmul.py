@@ -17,7 +17,8 @@ from typing import Any, Mapping
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import CUDA_FILE, Binding, Family, Renderer, kernel_source, py_signature, triton_launcher
+from .base import (CUDA_FILE, TRITON_ARRIVAL_COUNTERS, Binding, Family, Renderer, kernel_source, py_signature,
+                   triton_launcher)
 from .gemv_cuda import _CUDA_GEMV_SPLIT_KERNEL, SMALL_M, decode_shaped, render_gemm_cuda
 from .gemv_cute import render_gemm_cute, some_decode_shaped
 from .triton_gemm import BIAS_EPILOGUE, FIT_TILES, TMA_DESCRIPTORS, triton_gemm_kernel
@@ -30,6 +31,7 @@ _ACTS = ("relu", "gelu", "silu")
 PERSISTENT_MIN_M = 64  # fewer rows leave most of a persistent grid's programs without a tile
 # the tiled kernel's tile where the persistent one cannot run (BM, BN, BK, num_warps, num_stages)
 _FALLBACK_TILE = (64, 128, 64, 4, 4)
+_SPLIT_TILE = (64, 128, 64, 4, 4)  # the split-K launch's: more tiles than 128x128, fewer slices to add up
 
 
 
@@ -108,13 +110,7 @@ def render_gemm_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> st
     persistent, head = "", ""
     if p.get("persistent"):
         tile = _FALLBACK_TILE
-        persistent = f"\n{TMA_DESCRIPTORS}\n{kernel_source('gemm_persistent.py')}"
-        bias_ok = f" and {bias}.is_contiguous()" if bias else ""
-        head = f"""
-    if M > {PERSISTENT_MIN_M} and _tma_ready(a2, {w}, c2){bias_ok}:
-        gemm_persistent(a2, {w}, {p["bm"]}, {p["bn"]}, {p["bk"]}, 8, {p["num_warps"]}, {p["stages"]}, {p["subtile"]},
-                        bias={bias or "None"}, act="{b.consts["act"] or "none"}", out=c2)
-        return"""
+        persistent, head = _persistent_parts(b, p, w, bias)
     return f"""import torch
 import triton
 import triton.language as tl
@@ -139,6 +135,45 @@ _gemm_launch = _Launcher(_gemm)
 """
 
 
+def _persistent_parts(b: Binding, p: Mapping[str, Any], w: str, bias: str | None) -> tuple[str, str]:
+    """The persistent variant's kernels and the head of its ``run``: calls of more than ``PERSISTENT_MIN_M`` rows
+    whose operands the copy engine reads take the persistent kernel or, where its tiles would leave SMs idle over a
+    long K and the epilogue is linear (an activation of a partial sum is not the activation), K split in slices
+    that the last slice of each tile adds up in the same launch (``split``: "auto" fits it to the SMs, a number
+    forces it)."""
+    act = b.consts["act"] or "none"
+    kernels = f"\n{TMA_DESCRIPTORS}\n{kernel_source('gemm_persistent.py')}"
+    bias_ok = f" and {bias}.is_contiguous()" if bias else ""
+
+    def call(indent: str) -> str:
+        return (f"{indent}gemm_persistent(a2, {w}, {p['bm']}, {p['bn']}, {p['bk']}, 8, {p['num_warps']}, {p['stages']}, "
+                f"{p['subtile']}, bias={bias or 'None'}, act={act!r}, out=c2)\n{indent}return")
+
+    if act != "none":
+        return kernels, f"""
+    if M > {PERSISTENT_MIN_M} and _tma_ready(a2, {w}, c2){bias_ok}:
+{call(" " * 8)}"""
+    sbm, sbn, sbk, warps, stages = _SPLIT_TILE
+    split = "_fit_split(tiles, K, SBK, _sms(a2))" if p.get("split", "auto") == "auto" else str(int(p["split"]))
+    kernels += (triton_gemm_kernel("_gemm_split", [], split_k=True, sum_in_launch=True, tma=True) + FIT_TILES
+                + TRITON_ARRIVAL_COUNTERS + "\n_gemm_split_launch = _jit_launch(_gemm_split)\n")
+    return kernels, f"""
+    if M > {PERSISTENT_MIN_M} and _tma_ready(a2, {w}, c2){bias_ok}:
+        SBM, SBN, SBK = {sbm}, {sbn}, {sbk}
+        tiles = triton.cdiv(M, SBM) * triton.cdiv(N, SBN)
+        split = {split}
+        if split == 1:
+{call(" " * 12)}
+        # K in slices of fp32 partial sums, which the last slice of each tile to finish adds up (with the bias)
+        k_per = triton.cdiv(triton.cdiv(K, SBK), split) * SBK
+        ws = torch.empty((split, M, N), dtype=torch.float32, device=a2.device)
+        _gemm_split_launch((tiles, split), _desc(a2, SBM, SBK), _desc({w}, SBN, SBK), {bias or "a2"}, c2, M, N, K,
+                           0, 0, 0, 0, c2.stride(0), c2.stride(1), k_per, M * N, ws, _arrival_counters(c2, tiles),
+                           SPLIT=split, HAS_BIAS={bias is not None}, BM=SBM, BN=SBN, BK=SBK, GROUP=8,
+                           num_warps={warps}, num_stages={stages})
+        return"""
+
+
 def _takes_persistent(b: Binding) -> bool:
     return b.consts["b_is_nk"] and b.consts["max_m"] > PERSISTENT_MIN_M
 
@@ -151,9 +186,9 @@ GEMM = Family(
         # 86.4% of cuBLAS in geomean, the tiled one through descriptors 85.5% (through pointers, as below, 74% on an
         # H100); these are that bench's first two persistent tiles, not yet judged as candidates
         Renderer("triton", True, ({"persistent": (True,), "bm": (128,), "bn": (256,), "bk": (64,), "num_warps": (8,),
-                                   "stages": (3,), "subtile": (True,)},
+                                   "stages": (3,), "subtile": (True,), "split": ("auto",)},
                                   {"persistent": (True,), "bm": (128,), "bn": (128,), "bk": (64,), "num_warps": (8,),
-                                   "stages": (4,), "subtile": (False,)}),
+                                   "stages": (4,), "subtile": (False,), "split": ("auto",)}),
                  render_gemm_triton, accepts=_takes_persistent),
         Renderer("triton", True, {"bm": (128, 64), "bn": (128, 256), "bk": (64,), "num_warps": (8,), "stages": (3, 4)},
                  render_gemm_triton),

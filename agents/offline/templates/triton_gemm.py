@@ -4,7 +4,7 @@ tensor descriptors.
 
 Kernel: tiled tl.dot (WGMMA on Hopper) with fp32 accumulators, grouped program order for L2 reuse, the epilogue
 applied before the one store. K not a multiple of BK is masked; for bf16 inputs tl.dot accumulates in fp32 like
-cuBLAS.
+cuBLAS, and float32 inputs multiply exactly (no TF32), as the reference's fp32 matmul does.
 """
 
 from __future__ import annotations
@@ -59,10 +59,16 @@ def triton_gemm_kernel(name: str, epilogue: list[str], three_way: bool = False, 
     pointer_body = """ka = k0 + rk
         av = tl.load(a_ptr + rm[:, None] * sam + ka[None, :] * sak, mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)
         bv = tl.load(b_ptr + ka[:, None] * sbk + rn[None, :] * sbn, mask=(ka[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(av, bv, acc)"""
+        if av.dtype == tl.float32:  # exact, as the reference's fp32 matmul (no TF32)
+            acc = tl.dot(av, bv, acc, input_precision="ieee")
+        else:
+            acc = tl.dot(av, bv, acc)"""
     tma_body = """av = a_ptr.load([pid_m * BM, k0])
         bv = b_ptr.load([pid_n * BN, k0])
-        acc = tl.dot(av, bv.T, acc)"""
+        if av.dtype == tl.float32:  # exact, as the reference's fp32 matmul (no TF32)
+            acc = tl.dot(av, bv.T, acc, input_precision="ieee")
+        else:
+            acc = tl.dot(av, bv.T, acc)"""
     extra, pick, k_range = "", "", "0, K, BK"
     slice_pick = """
     s = tl.program_id(1)
