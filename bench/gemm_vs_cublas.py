@@ -10,7 +10,9 @@ layer's ``W.t()`` is. Shapes are deduplicated; each remembers its problems.
 
 Timing: per shape, cuBLAS on operands laid out as in the reference, and the Triton GEMM at each tile of a small
 grid (small-M tiles for M <= 64; past them, where B is a weight W.t() and the rows suit tensor descriptors, also
-the template's descriptor form and the persistent kernel of ``templates/kernels/gemm_persistent.py``), plus,
+the template's descriptor form, the persistent kernel of ``templates/kernels/gemm_persistent.py`` and, where
+64x128 tiles leave SMs idle over a long K, K split in slices summed in the same launch, as the GEMM family's
+persistent variant dispatches), plus,
 where it serves the call (M <= 16, B = W.t()), the small-M family's GEMV
 (``families/gemv/kernel.py``) at each of its blocks and the CUDA C++ GEMV template (``templates/gemv_cuda.py``,
 each variant built once: ``bench/cuda_gemv_bench.py``); the fastest that matches an fp32 matmul counts. Each is
@@ -45,9 +47,9 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from agents.offline.graph import TraceFailed, failure_line, run_traced  # noqa: E402
 from agents.offline.subgraph.families.gemv.kernel import _BLOCKS, gemv, takes  # noqa: E402
-from agents.offline.templates.base import kernel_source, triton_launcher  # noqa: E402
+from agents.offline.templates.base import TRITON_ARRIVAL_COUNTERS, kernel_source, triton_launcher  # noqa: E402
 from agents.offline.templates.gemv_cuda import SMALL_M as CUDA_GEMV_M  # noqa: E402
-from agents.offline.templates.triton_gemm import TMA_DESCRIPTORS, triton_gemm_kernel  # noqa: E402
+from agents.offline.templates.triton_gemm import FIT_TILES, TMA_DESCRIPTORS, triton_gemm_kernel  # noqa: E402
 from problem_args import problems_parser  # noqa: E402
 from report_text import emit_report  # noqa: E402
 from sol_bench.problem import Problem, find_problems, load_problem  # noqa: E402
@@ -156,6 +158,9 @@ import triton.language as tl
 {tma_kernel}
 {descriptors}
 {persistent}
+{split_kernel}
+{fit}
+{counters}
 {launcher}
 _gemm_launch = _Launcher(_gemm)
 
@@ -178,6 +183,24 @@ def gemm_tma(a, w, bm, bn, bk, group, num_warps, num_stages):
     _gemm_tma[grid](_desc(a, bm, bk), _desc(w, bn, bk), a, c, M, N, K, 0, 0, 0, 0, c.stride(0), c.stride(1),
                     BM=bm, BN=bn, BK=bk, GROUP=group, num_warps=num_warps, num_stages=num_stages)
     return c
+
+
+def split_for(a, w, bm=64, bn=128, bk=64):
+    # the K split the GEMM family's persistent variant takes for this call (1: none)
+    return _fit_split(triton.cdiv(a.shape[0], bm) * triton.cdiv(w.shape[0], bn), a.shape[1], bk, _sms(a))
+
+
+def gemm_split(a, w, split, bm=64, bn=128, bk=64, num_warps=4, num_stages=4):
+    M, K = a.shape
+    N = w.shape[0]
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    k_per = triton.cdiv(triton.cdiv(K, bk), split) * bk
+    ws = torch.empty((split, M, N), dtype=torch.float32, device=a.device)
+    _gemm_split[(tiles, split)](_desc(a, bm, bk), _desc(w, bn, bk), a, c, M, N, K, 0, 0, 0, 0, c.stride(0),
+                                c.stride(1), k_per, M * N, ws, _arrival_counters(c, tiles), SPLIT=split, HAS_BIAS=False,
+                                BM=bm, BN=bn, BK=bk, GROUP=8, num_warps=num_warps, num_stages=num_stages)
+    return c
 """
 
 
@@ -189,7 +212,10 @@ def gemm_module(directory: Path) -> ModuleType:
     path = directory / "triton_gemm_bench.py"
     path.write_text(GEMM_SOURCE.format(kernel=triton_gemm_kernel("_gemm", []), launcher=triton_launcher(),
                                        tma_kernel=triton_gemm_kernel("_gemm_tma", [], tma=True),
-                                       descriptors=TMA_DESCRIPTORS, persistent=kernel_source("gemm_persistent.py")))
+                                       descriptors=TMA_DESCRIPTORS, persistent=kernel_source("gemm_persistent.py"),
+                                       split_kernel=triton_gemm_kernel("_gemm_split", [], split_k=True,
+                                                                       sum_in_launch=True, tma=True),
+                                       fit=FIT_TILES, counters=TRITON_ARRIVAL_COUNTERS))
     spec = importlib.util.spec_from_file_location("triton_gemm_bench", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -238,6 +264,9 @@ def candidates(s: Shape, kernels: ModuleType, a: torch.Tensor, b: torch.Tensor,
         out.update({f"{tile_name(t)} tma": (lambda t=t: kernels.gemm_tma(a, w, *t)) for t in tiles})
         if (s.n * a.element_size()) % 16 == 0:  # the output's rows too, for its descriptor
             out.update({persistent_name(t): (lambda t=t: kernels.gemm_persistent(a, w, *t)) for t in PERSISTENT})
+            split = kernels.split_for(a, w)
+            if split > 1:
+                out[f"split-K {split} 64x128x64"] = lambda: kernels.gemm_split(a, w, split)
     if s.m <= SMALL_M and not s.a_t and w.stride(1) == 1 and takes(a, w, None):
         out.update({f"gemv {bn}x{bk} w{warps}": (lambda bn=bn, bk=bk, warps=warps: gemv(a, w, None, bn, bk, warps))
                     for bn, bk, warps in _BLOCKS})  # fmt: skip
