@@ -213,3 +213,19 @@ def test_the_tiled_gemm_multiplies_float32_exactly_and_16_bit_types_on_tensor_co
     ptx = compile_sm90(kernels._gemm, types, {**gdc, "BM": 64, "BN": 64, "BK": 32, "GROUP": 8}).asm["ptx"]
     assert ("tf32" in ptx) is False
     assert ("wgmma.mma_async" in ptx) == (dtype == "bf16")
+
+
+def test_the_split_k_launch_compiles_for_sm90_to_tensor_cores_fed_by_the_copy_engine(tmp_path, monkeypatch):
+    """The GEMM family's split-K launch (descriptor loads, the last slice of a tile adding up the partial sums)
+    compiles for the GPU, not only in the interpreter: WGMMA, bulk tensor copies and the arrival counter's atomic."""
+    pytest.importorskip("triton")
+    from tests.triton_interp import compile_sm90
+
+    kernels = _bench(monkeypatch).gemm_module(tmp_path)
+    types = {"a_ptr": "tensordesc<bf16[64,64]>", "b_ptr": "tensordesc<bf16[128,64]>", "bias_ptr": "*bf16",
+             "c_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32"}
+    types.update({n: "i32" for n in ("M", "N", "K", "sam", "sak", "sbk", "sbn", "scm", "scn", "k_per", "scs")})
+    gdc = {n: False for n in kernels._gemm_split.arg_names if n.isupper() and n not in ("M", "N", "K")}
+    consts = {**gdc, "SPLIT": 4, "HAS_BIAS": True, "BM": 64, "BN": 128, "BK": 64, "GROUP": 8}
+    ptx = compile_sm90(kernels._gemm_split, types, consts).asm["ptx"]
+    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx and "atom.global.gpu.acq_rel.add" in ptx
