@@ -536,6 +536,8 @@ def evaluate(
                     candidate.drop()
             except ReferenceFailure as e:
                 emit(_trace(ctx, w, Status.INVALID_REFERENCE, str(e), _first_line(str(e))))
+            if device.type == "cuda":  # this workload's reference outputs and checks: memory the workers may need
+                torch.cuda.empty_cache()
     finally:
         candidate.drop()
         if reference is not None:

@@ -194,6 +194,37 @@ def test_compare_all_zero_output_against_nonzero_reference_fails():
     assert compare("y", torch.zeros(64), torch.zeros(64), tol()).matched_ratio == 1.0
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 64])
+def test_compare_in_chunks_reads_as_the_whole_comparison(chunk):
+    """Statistics and verdicts add up over chunks exactly: each failure mode lands in some chunk, not the first."""
+    torch.manual_seed(5)
+    r = torch.randn(9, 23)
+    cases = {"close": r + 1e-4, "far in the last chunk": r.clone(), "nan late": r.clone(), "-inf both": r.clone(),
+             "zeros": torch.zeros_like(r), "inf in the reference": r.clone()}
+    cases["far in the last chunk"].view(-1)[-3:] += 5.0
+    cases["nan late"].view(-1)[-1] = float("nan")
+    cases["-inf both"].view(-1)[100] = float("-inf")
+    ref_inf = r.clone()
+    ref_inf.view(-1)[150] = float("inf")
+
+    def verdict(o, ref, t, c):
+        try:
+            return ("passed", compare("y", o, ref, t, chunk=c))
+        except WrongNumbers as e:
+            return (str(e), e.stats)
+
+    for name, o in cases.items():
+        ref = r.clone()
+        if name == "-inf both":
+            ref.view(-1)[100] = float("-inf")
+        if name == "inf in the reference":
+            ref = ref_inf
+        for t in (tol(), tol(allow_negative_inf=True), tol(max_atol=0.0, max_rtol=0.0, required_matched_ratio=1.0)):
+            assert verdict(o, ref, t, chunk) == verdict(o, ref, t, o.numel()), (name, t)
+    whole = verdict(cases["far in the last chunk"], r, tol(required_matched_ratio=1.0), 207)
+    assert "within" in whole[0] and whole[1].max_absolute_error == pytest.approx(5.0, rel=1e-6)
+
+
 def test_compare_shape_and_dtype_errors():
     with pytest.raises(WrongShape):
         compare("y", torch.zeros(2, 3), torch.zeros(3, 2), tol())
