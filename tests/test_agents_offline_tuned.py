@@ -136,6 +136,20 @@ def test_agrees_on_equal_outputs_at_a_size_where_a_reciprocal_mean_falls_short(d
     assert "97.9592% within" in agrees([want[0] + (want[0] == 3)], want, Tolerance(0.0, 0.0, 1.0))
 
 
+def test_agrees_counts_every_chunk_of_a_large_output(monkeypatch):
+    """Outputs are compared a chunk at a time (float64 copies of a whole output would take GiBs on the GPU the
+    candidate is timed on); a mismatch in the last, partial chunk still counts."""
+    from agents.offline import tuned as tuned_module
+
+    monkeypatch.setattr(tuned_module, "AGREE_CHUNK", 4)
+    want = [torch.arange(10, dtype=torch.float32).reshape(2, 5)]
+    got = want[0].clone()
+    got.view(-1)[9] += 1.0
+    assert "90.0000% within" in agrees([got], want, Tolerance(0.0, 0.0, 1.0))
+    assert agrees([got], want, Tolerance(0.0, 0.0, 0.9)) is None
+    assert agrees([want[0].clone()], want, Tolerance(0.0, 0.0, 1.0)) is None
+
+
 def test_the_strictest_tolerance_of_the_workloads_is_the_check():
     p = load_problem(FIXTURE)
     tols = [w.tolerance for w in p.workloads]

@@ -50,6 +50,9 @@ class Tolerance:
     matched: float  # share of elements that must be within atol + rtol * |want|
 
 
+AGREE_CHUNK = 1 << 24  # elements compared at a time
+
+
 def _tensors(x: Any) -> list[torch.Tensor]:
     if isinstance(x, torch.Tensor):
         return [x]
@@ -67,8 +70,11 @@ def agrees(got: Sequence[torch.Tensor], want: Sequence[torch.Tensor], tol: Toler
             return f"output {i}: {tuple(g.shape)} {g.dtype}, the reference gives {tuple(w.shape)} {w.dtype}"
         if g.numel() == 0:
             continue
-        close = torch.isclose(g.double(), w.double(), rtol=tol.rtol, atol=tol.atol, equal_nan=True)
-        share = int(close.sum()) / close.numel()  # exact; a CUDA mean (sum times 1/N) can miss 1.0
+        g_flat, w_flat, close = g.reshape(-1), w.reshape(-1), 0
+        for i in range(0, g_flat.numel(), AGREE_CHUNK):  # in chunks: float64 copies of a whole output can be GiBs
+            close += int(torch.isclose(g_flat[i : i + AGREE_CHUNK].double(), w_flat[i : i + AGREE_CHUNK].double(),
+                                       rtol=tol.rtol, atol=tol.atol, equal_nan=True).sum())
+        share = close / g_flat.numel()  # exact; a CUDA mean (sum times 1/N) can miss 1.0
         if share < tol.matched:
             return f"output {i}: {share:.4%} within atol={tol.atol} rtol={tol.rtol}"
     return None
@@ -133,6 +139,8 @@ class Tuned:
             if i != best and way.forget is not None:
                 way.forget(args)
         restore()
+        if on_cuda and hasattr(self.cuda, "empty_cache"):  # the ways' trial outputs and the forgotten graphs' pools
+            self.cuda.empty_cache()
         self._tell(args, self.ways[best].name, notes)
         return best
 
