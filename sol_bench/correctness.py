@@ -31,12 +31,6 @@ def _as_float(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.float64)
 
 
-def matched_ratio(within: torch.Tensor) -> float:
-    """The share of True in ``within``, exact: 1.0 when all are. On CUDA a mean is the sum times 1/N, which for
-    some N (41984, 6936) falls a rounding step short of 1.0 and failed outputs that match bit for bit."""
-    return int(within.sum()) / within.numel()
-
-
 # Elements compared at a time: the statistics are sums, maxima and flags, so they add up over chunks, and the
 # temporaries of a comparison (about a dozen of its size) stay near a GiB instead of many times the output: a
 # 9115 x 53061 output compared whole takes some 20 GiB of float32 and bool temporaries in the judge's process, which
@@ -62,7 +56,9 @@ def compare(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, chu
         acc.add(_as_float(out_flat[i : i + chunk]), _as_float(ref_flat[i : i + chunk]).to(out_flat.device), tol)
     max_abs, max_rel, matched_count = float(acc.max_abs), float(acc.max_rel), int(acc.matched)
     has_nan, has_inf = bool(acc.o_nan), bool(acc.o_bad_inf)
-    matched = matched_count / n  # counted, not a mean: see matched_ratio
+    # counted, not a mean: on CUDA a mean is the sum times 1/N, which for some N (41984, 6936) falls a rounding step
+    # short of 1.0 and failed outputs that match bit for bit
+    matched = matched_count / n
     stats = Comparison(max_abs, max_rel, matched, has_nan, has_inf)
 
     if has_nan:
