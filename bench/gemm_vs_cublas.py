@@ -161,6 +161,7 @@ import triton.language as tl
 {split_kernel}
 {fit}
 {counters}
+{split_host}
 {launcher}
 _gemm_launch = _Launcher(_gemm)
 
@@ -183,24 +184,6 @@ def gemm_tma(a, w, bm, bn, bk, group, num_warps, num_stages):
     _gemm_tma[grid](_desc(a, bm, bk), _desc(w, bn, bk), a, c, M, N, K, 0, 0, 0, 0, c.stride(0), c.stride(1),
                     BM=bm, BN=bn, BK=bk, GROUP=group, num_warps=num_warps, num_stages=num_stages)
     return c
-
-
-def split_for(a, w, bm=64, bn=128, bk=64):
-    # the K split the GEMM family's persistent variant takes for this call (1: none)
-    return _fit_split(triton.cdiv(a.shape[0], bm) * triton.cdiv(w.shape[0], bn), a.shape[1], bk, _sms(a))
-
-
-def gemm_split(a, w, split, bm=64, bn=128, bk=64, num_warps=4, num_stages=4):
-    M, K = a.shape
-    N = w.shape[0]
-    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
-    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    k_per = triton.cdiv(triton.cdiv(K, bk), split) * bk
-    ws = torch.empty((split, M, N), dtype=torch.float32, device=a.device)
-    _gemm_split[(tiles, split)](_desc(a, bm, bk), _desc(w, bn, bk), a, c, M, N, K, 0, 0, 0, 0, c.stride(0),
-                                c.stride(1), k_per, M * N, ws, _arrival_counters(c, tiles), SPLIT=split, HAS_BIAS=False,
-                                BM=bm, BN=bn, BK=bk, GROUP=8, num_warps=num_warps, num_stages=num_stages)
-    return c
 """
 
 
@@ -208,14 +191,16 @@ def gemm_module(directory: Path) -> ModuleType:
     """The Triton GEMM template (no epilogue) rendered into ``directory/triton_gemm_bench.py`` and imported:
     ``gemm(a, b, bm, bn, bk, group, num_warps, num_stages) -> a @ b`` (a file, as Triton reads kernels' source),
     ``gemm_tma(a, w, ...) -> a @ w.t()``, its tensor-descriptor form, for a weight ``w`` [N, K] as stored, and
-    ``gemm_persistent(a, w, ..., subtile, warp_specialize)``, the persistent kernel (``kernels/gemm_persistent.py``)."""
+    ``gemm_persistent(a, w, ..., subtile, warp_specialize)``, the persistent kernel (``kernels/gemm_persistent.py``), and
+    ``split_for``/``gemm_split``, the GEMM family's split-K launch (``kernels/gemm_split_host.py``)."""
     path = directory / "triton_gemm_bench.py"
     path.write_text(GEMM_SOURCE.format(kernel=triton_gemm_kernel("_gemm", []), launcher=triton_launcher(),
                                        tma_kernel=triton_gemm_kernel("_gemm_tma", [], tma=True),
                                        descriptors=TMA_DESCRIPTORS, persistent=kernel_source("gemm_persistent.py"),
                                        split_kernel=triton_gemm_kernel("_gemm_split", [], split_k=True,
                                                                        sum_in_launch=True, tma=True),
-                                       fit=FIT_TILES, counters=TRITON_ARRIVAL_COUNTERS))
+                                       fit=FIT_TILES, counters=TRITON_ARRIVAL_COUNTERS,
+                                       split_host=kernel_source("gemm_split_host.py")))
     spec = importlib.util.spec_from_file_location("triton_gemm_bench", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -108,7 +108,7 @@ for subtile in (False, True):
     got = kernels.gemm_persistent(a, b.t(), 16, 16, 16, 2, 4, 1, subtile)
     out[f"persistent subtile={subtile}"] = [bench.matches(got, a.float() @ b.float())]
 for split in (2, 3):  # K = 48 in 3 steps of 16: the last slice of the 2-way split half empty, of 3 each one step
-    got = kernels.gemm_split(a, b.t(), split, 16, 16, 16, 4, 1)
+    got = kernels.gemm_split(a, b.t(), split, bm=16, bn=16, bk=16, num_warps=4, num_stages=1)
     out[f"split-K {split}"] = [bench.matches(got, a.float() @ b.float())]
 out["no split off CUDA (one SM)"] = [kernels.split_for(a, b.t()) == 1]
 s = bench.Shape(20, 16, 32, "fp16", True)  # 2 tiles, fewer than the 3 programs' stride: one program each

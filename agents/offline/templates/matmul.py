@@ -31,7 +31,6 @@ _ACTS = ("relu", "gelu", "silu")
 PERSISTENT_MIN_M = 64  # fewer rows leave most of a persistent grid's programs without a tile
 # the tiled kernel's tile where the persistent one cannot run (BM, BN, BK, num_warps, num_stages)
 _FALLBACK_TILE = (64, 128, 64, 4, 4)
-_SPLIT_TILE = (64, 128, 64, 4, 4)  # the split-K launch's: more tiles than 128x128, fewer slices to add up
 
 
 
@@ -139,38 +138,25 @@ def _persistent_parts(b: Binding, p: Mapping[str, Any], w: str, bias: str | None
     """The persistent variant's kernels and the head of its ``run``: calls of more than ``PERSISTENT_MIN_M`` rows
     whose operands the copy engine reads take the persistent kernel or, where its tiles would leave SMs idle over a
     long K and the epilogue is linear (an activation of a partial sum is not the activation), K split in slices
-    that the last slice of each tile adds up in the same launch (``split``: "auto" fits it to the SMs, a number
-    forces it)."""
+    that the last slice of each tile adds up in the same launch (``kernels/gemm_split_host.py``; ``split``: "auto"
+    fits it to the SMs, a number forces it)."""
     act = b.consts["act"] or "none"
     kernels = f"\n{TMA_DESCRIPTORS}\n{kernel_source('gemm_persistent.py')}"
+    persistent = (f"gemm_persistent(a2, {w}, {p['bm']}, {p['bn']}, {p['bk']}, 8, {p['num_warps']}, {p['stages']}, "
+                  f"{p['subtile']}, bias={bias or 'None'}, act={act!r}, out=c2)")
+    split = "1"
+    if act == "none":
+        kernels += (triton_gemm_kernel("_gemm_split", [], split_k=True, sum_in_launch=True, tma=True) + FIT_TILES
+                    + TRITON_ARRIVAL_COUNTERS + kernel_source("gemm_split_host.py"))
+        split = "split_for(a2, " + w + ")" if p.get("split", "auto") == "auto" else str(int(p["split"]))
     bias_ok = f" and {bias}.is_contiguous()" if bias else ""
-
-    def call(indent: str) -> str:
-        return (f"{indent}gemm_persistent(a2, {w}, {p['bm']}, {p['bn']}, {p['bk']}, 8, {p['num_warps']}, {p['stages']}, "
-                f"{p['subtile']}, bias={bias or 'None'}, act={act!r}, out=c2)\n{indent}return")
-
-    if act != "none":
-        return kernels, f"""
-    if M > {PERSISTENT_MIN_M} and _tma_ready(a2, {w}, c2){bias_ok}:
-{call(" " * 8)}"""
-    sbm, sbn, sbk, warps, stages = _SPLIT_TILE
-    split = "_fit_split(tiles, K, SBK, _sms(a2))" if p.get("split", "auto") == "auto" else str(int(p["split"]))
-    kernels += (triton_gemm_kernel("_gemm_split", [], split_k=True, sum_in_launch=True, tma=True) + FIT_TILES
-                + TRITON_ARRIVAL_COUNTERS + "\n_gemm_split_launch = _jit_launch(_gemm_split)\n")
     return kernels, f"""
     if M > {PERSISTENT_MIN_M} and _tma_ready(a2, {w}, c2){bias_ok}:
-        SBM, SBN, SBK = {sbm}, {sbn}, {sbk}
-        tiles = triton.cdiv(M, SBM) * triton.cdiv(N, SBN)
         split = {split}
-        if split == 1:
-{call(" " * 12)}
-        # K in slices of fp32 partial sums, which the last slice of each tile to finish adds up (with the bias)
-        k_per = triton.cdiv(triton.cdiv(K, SBK), split) * SBK
-        ws = torch.empty((split, M, N), dtype=torch.float32, device=a2.device)
-        _gemm_split_launch((tiles, split), _desc(a2, SBM, SBK), _desc({w}, SBN, SBK), {bias or "a2"}, c2, M, N, K,
-                           0, 0, 0, 0, c2.stride(0), c2.stride(1), k_per, M * N, ws, _arrival_counters(c2, tiles),
-                           SPLIT=split, HAS_BIAS={bias is not None}, BM=SBM, BN=SBN, BK=SBK, GROUP=8,
-                           num_warps={warps}, num_stages={stages})
+        if split > 1:
+            gemm_split(a2, {w}, split, bias={bias or "None"}, out=c2)
+        else:
+            {persistent}
         return"""
 
 
