@@ -196,7 +196,8 @@ def gemm_module(directory: Path) -> ModuleType:
     path = directory / "triton_gemm_bench.py"
     path.write_text(GEMM_SOURCE.format(kernel=triton_gemm_kernel("_gemm", []), launcher=triton_launcher(),
                                        tma_kernel=triton_gemm_kernel("_gemm_tma", [], tma=True),
-                                       descriptors=TMA_DESCRIPTORS, persistent=kernel_source("gemm_persistent.py"),
+                                       descriptors=TMA_DESCRIPTORS,
+                                       persistent=kernel_source("gemm_act.py") + kernel_source("gemm_persistent.py"),
                                        split_kernel=triton_gemm_kernel("_gemm_split", [], split_k=True,
                                                                        sum_in_launch=True, tma=True),
                                        fit=FIT_TILES, counters=TRITON_ARRIVAL_COUNTERS,

@@ -98,12 +98,7 @@ def render_gemm_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> st
     a, w, bias, y = b.roles["a"], b.roles["b"], b.roles.get("bias"), _out(problem)
     # strides of B as (k, n): an [N, K] weight is read transposed without a copy
     b_strides = f"{w}.stride(1), {w}.stride(0)" if b.consts["b_is_nk"] else f"{w}.stride(0), {w}.stride(1)"
-    act = {
-        None: "",
-        "relu": "acc = tl.maximum(acc, 0.0)",
-        "silu": "acc = acc * tl.sigmoid(acc)",
-        "gelu": "acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))",
-    }[b.consts["act"]]
+    act = f"acc = _gemm_act(acc, {b.consts['act']!r})" if b.consts["act"] else ""
     epilogue = [line for line in (BIAS_EPILOGUE if bias else "", act) if line]
     tile = (p["bm"], p["bn"], p["bk"], p["num_warps"], p["stages"])
     persistent, head = "", ""
@@ -114,6 +109,7 @@ def render_gemm_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> st
 import triton
 import triton.language as tl
 
+{kernel_source("gemm_act.py")}
 {triton_gemm_kernel("_gemm", epilogue)}
 {triton_launcher()}
 _gemm_launch = _Launcher(_gemm)

@@ -4,8 +4,8 @@
 # reuse), so the next tile's loads overlap the last one's epilogue; the copy engine fetches the tiles (zero-filled
 # past the edges, no masks) and stores C, in two halves of BN // 2 columns when SUBTILE (half the registers for the
 # cast and store). WARP_SPECIALIZE hands the loads to a producer warp group where Triton supports it on the device.
-# The epilogue runs on the fp32 accumulator: HAS_BIAS adds bias [N], ACT is "none", "relu", "silu" or "gelu"
-# (erf). PRECISION is tl.dot's input precision: "ieee" keeps float32 operands exact (no TF32).
+# The epilogue runs on the fp32 accumulator: HAS_BIAS adds bias [N], then ``_gemm_act`` (``gemm_act.py``, in the
+# same source) applies ACT. PRECISION is tl.dot's input precision: "ieee" keeps float32 operands exact (no TF32).
 # Host side: ``TMA_DESCRIPTORS`` (``_desc``, ``_tma_ready``) in the same file.
 
 
@@ -31,12 +31,7 @@ def _gemm_persistent(a_desc, w_desc, c_desc, bias_ptr, M, N, K, BM: tl.constexpr
         if HAS_BIAS:
             rn = pid_n * BN + tl.arange(0, BN)
             acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
-        if ACT == "relu":
-            acc = tl.maximum(acc, 0.0)
-        elif ACT == "silu":
-            acc = acc * tl.sigmoid(acc)
-        elif ACT == "gelu":
-            acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))
+        acc = _gemm_act(acc, ACT)
         if SUBTILE:
             halves = tl.reshape(acc, (BM, 2, BN // 2)).permute(0, 2, 1)
             left, right = tl.split(halves)
