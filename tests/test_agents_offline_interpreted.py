@@ -375,3 +375,126 @@ def test_the_gemm_templates_persistent_kernel_serves_calls_of_many_rows_and_matc
     assert result["linear_rows"] == {"offered": 1, "subtile=True split=auto": persistent,
                                      "subtile=False split=auto": persistent,
                                      "subtile=True split=3": ["gemm_split"]}, result
+
+
+_GEMM_CHOICE_SCRIPT = r"""
+import json, sys, torch, pathlib, tempfile
+sys.path.insert(0, sys.argv[1])
+from tests.offline_problems import write_problem, run_solution_here
+from agents.offline.templates import FAMILIES, build_solution
+from agents.offline.graph import trace_ops
+from sol_bench.inputs import make_inputs, output_specs
+from sol_bench.problem import load_problem
+from sol_bench.reference import load_reference
+root = pathlib.Path(tempfile.mkdtemp())
+fam = next(f for f in FAMILIES if f.name == "gemm")
+ok = {}
+for name in json.loads(sys.argv[2]):
+    p = load_problem(write_problem(root, name))
+    [b] = fam.match(p, trace_ops(p))
+    [r] = [r for r in fam.renderers if r.language == "triton" and r.accepts(b) and r.variants()[0].get("persistent")]
+    ref = load_reference(p.definition)
+    w = p.workloads[0]
+    ins = make_inputs(p.definition, w, "cpu", seed=1)
+    want = ref.run(*ins.values()).float()
+    for split in ("auto", 3):
+        params = {**r.variants()[0], "bm": 16, "bn": 16, "bk": 16, "split": split}
+        sol = build_solution(p, fam.name, r, b, params)
+        module = run_solution_here(p, sol, calls=1)
+        launched = []
+        for fn in ("gemm_persistent", "gemm_split", "_gemm_launch"):
+            real = getattr(module, fn, None)
+            if real is not None:
+                setattr(module, fn, lambda *a, fn=fn, real=real, **k: launched.append(fn) or real(*a, **k))
+        module._measured_here = lambda t: True  # the GPU's branch: a way chosen per call shape
+        seen = {"shipped": [s.path for s in sol.sources]}
+        for forced in ("default", "tiled", "persistent", "split"):
+            asked = []
+
+            def choose(key, tries, memo, forced=forced, **kw):
+                if key not in memo:  # what chosen_way does on a GPU: every try's output, then the memo
+                    asked.append(sorted(tries))
+                    seen.setdefault("tries_agree", []).append(
+                        all(torch.allclose(t().float(), want, atol=2e-2, rtol=2e-2) for t in tries.values()))
+                    launched.clear()  # the tries' own launches: what runs the call comes after
+                    memo[key] = forced
+                return memo[key]
+
+            module.chosen_way, module._CHOSEN = choose, {}
+            runs = []
+            for _ in range(2):  # the second call of the shape takes the remembered way, measuring nothing
+                launched.clear()
+                y = torch.full(output_specs(p.definition, w)["y"][0], float("nan"), dtype=want.dtype).to(ins["x"].dtype)
+                module.run(*ins.values(), y)
+                runs.append({"launched": list(launched), "right": bool(torch.allclose(y.float(), want, atol=2e-2, rtol=2e-2))})
+            seen[forced] = {"asked": asked, "runs": runs}
+        ok[f"{name} split={split}"] = seen
+print("RESULT", json.dumps(ok))
+"""
+
+
+@pytest.mark.slow
+def test_the_gemm_templates_persistent_candidate_runs_the_way_measured_fastest_per_call_shape():
+    """The persistent GEMM candidate ships the chooser (``solforge_way.py``) and on a GPU hands it, per call shape,
+    the library's way (cuBLAS and the activation), the tiled kernel and the persistent kernel or the K split (never
+    for an activation): every try computes the reference, the chosen way is the one that runs, the shape's second
+    call asks nothing, and a way the call does not offer falls back to the library's."""
+    pytest.importorskip("triton.tools.tensor_descriptor")
+    from triton_interp import run_interpreted
+
+    result = run_interpreted(_GEMM_CHOICE_SCRIPT, ["linear_rows", "linear_gelu_rows"], timeout_s=300)
+    kernel_of = {"tiled": ["_gemm_launch"], "persistent": ["gemm_persistent"], "split": ["gemm_split"], "default": []}
+    for case, seen in result.items():
+        assert seen["shipped"] == ["kernel.py", "solforge_way.py"], case
+        assert seen["tries_agree"] and all(seen["tries_agree"]), case
+        linear, forced_split = case.startswith("linear_rows"), case.endswith("split=3")
+        third = "split" if linear and forced_split else "persistent"
+        for way in ("default", "tiled", "persistent", "split"):
+            first, second = seen[way]["runs"]
+            assert seen[way]["asked"] == [sorted(["default", "tiled", third])], (case, way)
+            runs_as = way if way in ("default", "tiled", third) else "default"
+            assert first == second == {"launched": kernel_of[runs_as], "right": True}, (case, way, seen[way])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_gemm_templates_persistent_candidate_measures_its_ways_on_the_gpu(tmp_path, capfd):
+    """On a GPU the persistent GEMM candidate measures its ways on a shape's first call, says which it keeps
+    (``solforge way gemm``) and computes the reference at every call."""
+    import sys as _sys
+    import types
+
+    import torch
+
+    from agents.offline.graph import trace_ops
+    from agents.offline.templates import FAMILIES, build_solution
+    from sol_bench.inputs import make_inputs
+    from sol_bench.problem import load_problem
+    from sol_bench.reference import load_reference
+    from tests.offline_problems import write_problem
+
+    p = load_problem(write_problem(tmp_path, "linear_rows"))
+    fam = next(f for f in FAMILIES if f.name == "gemm")
+    [b] = fam.match(p, trace_ops(p))
+    [r] = [r for r in fam.renderers if r.language == "triton" and r.accepts(b) and r.variants()[0].get("persistent")]
+    sol = build_solution(p, fam.name, r, b, r.variants()[0])
+    staged = tmp_path / "sol"
+    staged.mkdir()
+    for src in sol.sources:
+        (staged / src.path).write_text(src.content)
+    _sys.path.insert(0, str(staged))
+    try:
+        module = types.ModuleType("gemm_candidate_on_gpu")
+        exec(compile(sol.sources[0].content, str(staged / "kernel.py"), "exec"), module.__dict__)
+    finally:
+        _sys.path.remove(str(staged))
+    ref = load_reference(p.definition)
+    ins = make_inputs(p.definition, p.workloads[0], "cuda", seed=2)
+    want = ref.run(*ins.values())
+    for _ in range(2):
+        y = torch.full_like(want, float("nan"))
+        module.run(*ins.values(), y)
+        torch.testing.assert_close(y.float(), want.float(), atol=2e-2, rtol=2e-2)
+    told = [ln for ln in capfd.readouterr().err.splitlines() if ln.startswith("solforge way gemm")]
+    assert len(told) == 1, told  # one shape, measured once
+    assert told[0].split(": keeps ", 1)[1].split(";")[0] in ("default", "tiled", "persistent", "split"), told

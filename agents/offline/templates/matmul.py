@@ -12,13 +12,15 @@ decode-shaped calls, cuBLAS on the others.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping
 
 from sol_bench.problem import Problem
 
 from ..graph import OpSignature
-from .base import (CUDA_FILE, TRITON_ARRIVAL_COUNTERS, Binding, Family, Renderer, kernel_source, py_signature,
-                   triton_launcher)
+from ..subgraph.families import measure
+from .base import (CUDA_FILE, TRITON_ARRIVAL_COUNTERS, Binding, Family, Rendered, Renderer, kernel_source,
+                   py_signature, triton_launcher)
 from .gemv_cuda import _CUDA_GEMV_SPLIT_KERNEL, SMALL_M, decode_shaped, render_gemm_cuda
 from .gemv_cute import render_gemm_cute, some_decode_shaped
 from .triton_gemm import BIAS_EPILOGUE, FIT_TILES, TMA_DESCRIPTORS, triton_gemm_kernel
@@ -82,11 +84,14 @@ def _out(problem: Problem) -> str:
     return next(iter(problem.definition.outputs))
 
 
+def _torch_act(lin: str, act: str | None) -> str:
+    return {None: lin, "relu": f"F.relu({lin})", "gelu": f"F.gelu({lin})", "silu": f"F.silu({lin})"}[act]
+
+
 def render_gemm_pytorch(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
     a, w, bias = b.roles["a"], b.roles["b"], b.roles.get("bias")
     wt = w if b.consts["b_is_nk"] else f"{w}.t()"
-    lin = f"F.linear({a}, {wt}, {bias or 'None'})"
-    act = {None: lin, "relu": f"F.relu({lin})", "gelu": f"F.gelu({lin})", "silu": f"F.silu({lin})"}[b.consts["act"]]
+    act = _torch_act(f"F.linear({a}, {wt}, {bias or 'None'})", b.consts["act"])
     return f"""import torch
 import torch.nn.functional as F
 
@@ -94,66 +99,124 @@ import torch.nn.functional as F
     {_out(problem)}.copy_({act})
 """
 
-def render_gemm_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
+
+def render_gemm_triton(problem: Problem, b: Binding, p: Mapping[str, Any]) -> Rendered:
+    """The tiled kernel at the grid's tile; the persistent variant instead chooses per call shape
+    (``_persistent_parts``) and ships the chooser, ``families/measure.py``, as ``solforge_way.py``."""
     a, w, bias, y = b.roles["a"], b.roles["b"], b.roles.get("bias"), _out(problem)
     # strides of B as (k, n): an [N, K] weight is read transposed without a copy
-    b_strides = f"{w}.stride(1), {w}.stride(0)" if b.consts["b_is_nk"] else f"{w}.stride(0), {w}.stride(1)"
+    b_strides = "w.stride(1), w.stride(0)" if b.consts["b_is_nk"] else "w.stride(0), w.stride(1)"
     act = f"acc = _gemm_act(acc, {b.consts['act']!r})" if b.consts["act"] else ""
     epilogue = [line for line in (BIAS_EPILOGUE if bias else "", act) if line]
     tile = (p["bm"], p["bn"], p["bk"], p["num_warps"], p["stages"])
-    persistent, head = "", ""
+    head = ""
     if p.get("persistent"):
         tile = _FALLBACK_TILE
-        persistent, head = _persistent_parts(b, p, w, bias)
-    return f"""import torch
+        head = _persistent_parts(b, p)
+    src = f"""import torch
+import torch.nn.functional as F
 import triton
 import triton.language as tl
-
+{head and WAY_IMPORT}
 {kernel_source("gemm_act.py")}
 {triton_gemm_kernel("_gemm", epilogue)}
 {triton_launcher()}
 _gemm_launch = _Launcher(_gemm)
-{persistent}
+{head and _persistent_kernels(b)}
+
+
+def _tiled(a2, w, bias, out):
+    M, K = a2.shape
+    N = out.shape[1]
+    BM, BN, BK = {tile[0]}, {tile[1]}, {tile[2]}
+    grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN),)
+    _gemm_launch(grid, a2, w, a2 if bias is None else bias, out, M, N, K, a2.stride(0), a2.stride(1), {b_strides},
+                 out.stride(0), out.stride(1), BM=BM, BN=BN, BK=BK, GROUP=8,
+                num_warps={tile[3]}, num_stages={tile[4]})
+    return out
+{head}
+
 
 {py_signature(problem)}
     a2 = {a}.reshape(-1, {a}.shape[-1])
     c2 = {y}.view(-1, {y}.shape[-1])
-    M, K = a2.shape
-    N = c2.shape[1]
-    if M == 0 or N == 0:
-        return{head}
-    BM, BN, BK = {tile[0]}, {tile[1]}, {tile[2]}
-    grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN),)
-    _gemm_launch(grid, a2, {w}, {bias or "a2"}, c2, M, N, K, a2.stride(0), a2.stride(1), {b_strides},
-                 c2.stride(0), c2.stride(1), BM=BM, BN=BN, BK=BK, GROUP=8,
-                num_warps={tile[3]}, num_stages={tile[4]})
+    if c2.shape[0] == 0 or c2.shape[1] == 0:
+        return
+    {"_gemm_chosen(a2, " + w + ", " + (bias or "None") + ", c2)" if head else "_tiled(a2, " + w + ", " + (bias or "None") + ", c2)"}
 """
+    if not head:
+        return src
+    return {"kernel.py": src, f"{WAY_MODULE}.py": Path(measure.__file__).read_text(encoding="utf-8")}
 
 
-def _persistent_parts(b: Binding, p: Mapping[str, Any], w: str, bias: str | None) -> tuple[str, str]:
-    """The persistent variant's kernels and the head of its ``run``: calls of more than ``PERSISTENT_MIN_M`` rows
-    whose operands the copy engine reads take the persistent kernel or, where its tiles would leave SMs idle over a
-    long K and the epilogue is linear (an activation of a partial sum is not the activation), K split in slices
-    that the last slice of each tile adds up in the same launch (``kernels/gemm_split_host.py``; ``split``: "auto"
-    fits it to the SMs, a number forces it)."""
-    act = b.consts["act"] or "none"
+WAY_MODULE = "solforge_way"  # ``families/measure.py`` inside a candidate
+WAY_IMPORT = f"from {WAY_MODULE} import DEFAULT, chosen_way\n"
+
+
+def _persistent_kernels(b: Binding) -> str:
     kernels = f"\n{TMA_DESCRIPTORS}\n{kernel_source('gemm_persistent.py')}"
-    persistent = (f"gemm_persistent(a2, {w}, {p['bm']}, {p['bn']}, {p['bk']}, 8, {p['num_warps']}, {p['stages']}, "
-                  f"{p['subtile']}, bias={bias or 'None'}, act={act!r}, out=c2)")
-    split = "1"
-    if act == "none":
+    if not b.consts["act"]:
         kernels += (triton_gemm_kernel("_gemm_split", [], split_k=True, sum_in_launch=True, tma=True) + FIT_TILES
                     + TRITON_ARRIVAL_COUNTERS + kernel_source("gemm_split_host.py"))
-        split = "split_for(a2, " + w + ")" if p.get("split", "auto") == "auto" else str(int(p["split"]))
-    bias_ok = f" and {bias}.is_contiguous()" if bias else ""
-    return kernels, f"""
-    if M > {PERSISTENT_MIN_M} and _tma_ready(a2, {w}, c2){bias_ok}:
+    return kernels
+
+
+def _persistent_parts(b: Binding, p: Mapping[str, Any]) -> str:
+    """The persistent variant's ``_gemm_chosen``: each call shape runs the fastest of the library's way (cuBLAS and
+    the activation, what the reference does), the tiled kernel and, for calls of more than ``PERSISTENT_MIN_M``
+    rows whose operands the copy engine reads, the persistent kernel or, where its tiles would leave SMs idle over
+    a long K and the epilogue is linear (an activation of a partial sum is not the activation), K split in slices
+    that the last slice of each tile adds up in the same launch (``kernels/gemm_split_host.py``; ``split``: "auto"
+    fits it to the SMs, a number forces it). Measured on the shape's first call on a GPU (``chosen_way``: outputs
+    checked against the library's, then timed); off CUDA (the interpreter) the planned kernel runs."""
+    act = b.consts["act"] or "none"
+    persistent = (f"gemm_persistent(a2, w, {p['bm']}, {p['bn']}, {p['bk']}, 8, {p['num_warps']}, {p['stages']}, "
+                  f"{p['subtile']}, bias=bias, act={act!r}, out=out)")
+    lib = _torch_act("F.linear(a2, w, bias)", b.consts["act"])
+    # without an activation the library writes the buffer itself (F.linear of a matrix is this addmm), no copy
+    lib_into = "torch.mm(a2, w.t(), out=out) if bias is None else torch.addmm(bias, a2, w.t(), out=out)"
+    if b.consts["act"]:
+        lib_into = f"out.copy_({lib})"
+    split = "1"
+    if act == "none":
+        split = "split_for(a2, w)" if p.get("split", "auto") == "auto" else str(int(p["split"]))
+    bias_ok = " and (bias is None or bias.is_contiguous())"
+    return f"""
+_CHOSEN = {{}}  # per call shape: the way its first call measured fastest
+
+
+def _gemm_ways(a2, w, bias):
+    \"\"\"Each way of this call, as a function of its output buffer (None: a new tensor).\"\"\"
+    def library(out):
+        return {lib} if out is None else {lib_into}
+
+    def alloc(out):
+        return torch.empty((a2.shape[0], w.shape[0]), dtype=a2.dtype, device=a2.device) if out is None else out
+
+    ways = {{DEFAULT: library, "tiled": lambda out: _tiled(a2, w, bias, alloc(out))}}
+    if a2.shape[0] > {PERSISTENT_MIN_M} and _tma_ready(a2, w){bias_ok}:
         split = {split}
         if split > 1:
-            gemm_split(a2, {w}, split, bias={bias or "None"}, out=c2)
+            ways["split"] = lambda out: gemm_split(a2, w, split, bias=bias, out=alloc(out))
         else:
-            {persistent}
-        return"""
+            ways["persistent"] = lambda out: {persistent}
+    return ways
+
+
+def _measured_here(t):
+    return t.is_cuda  # off CUDA (the interpreter) nothing is timed: the planned kernel runs
+
+
+def _gemm_chosen(a2, w, bias, c2):
+    ways = _gemm_ways(a2, w, bias)
+    if _measured_here(a2):
+        key = (tuple(a2.shape), tuple(w.shape), str(a2.dtype), bias is not None)
+        way = chosen_way(key, {{n: (lambda f=f: f(None)) for n, f in ways.items()}}, _CHOSEN, op="gemm")
+    else:
+        way = next(n for n in ("split", "persistent", "tiled") if n in ways)
+    if way not in ways or (way != DEFAULT and way != "tiled" and not _tma_ready(c2)):
+        way = DEFAULT  # this call's output buffer is not one the copy engine can write
+    ways[way](c2)"""
 
 
 def _takes_persistent(b: Binding) -> bool:

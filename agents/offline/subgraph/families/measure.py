@@ -5,7 +5,7 @@ and which is fastest differs by GPU and shape. Each shape's first call, outside 
 default way and every other way that accepts the call, keeps those whose output agrees with the default's,
 times them and remembers the fastest; later calls (and captures) use it.
 
-Shipped inside subgraph candidates: torch only.
+Shipped inside subgraph candidates, and inside the GEMM family's as ``solforge_way.py``: torch only.
 """
 
 from __future__ import annotations
