@@ -324,21 +324,24 @@ def test_pdl_variants_are_correct_in_the_interpreter():
 
 
 
-_PERSISTENT_GEMM_SCRIPT = r"""
-import json, sys, torch, pathlib, tempfile
+# the GEMM family's synthetic problems, each traced and bound (``name``, ``p``, ``b``), in the scripts below
+_GEMM_SCRIPT_HEAD = r"""import json, sys, torch, pathlib, tempfile
 sys.path.insert(0, sys.argv[1])
 from tests.offline_problems import write_problem, run_solution_here
 from agents.offline.templates import FAMILIES, build_solution
 from agents.offline.graph import trace_ops
 from sol_bench.inputs import make_inputs, output_specs
 from sol_bench.problem import load_problem
+from sol_bench.reference import load_reference
 root = pathlib.Path(tempfile.mkdtemp())
 fam = next(f for f in FAMILIES if f.name == "gemm")
 ok = {}
 for name in json.loads(sys.argv[2]):
     p = load_problem(write_problem(root, name))
     [b] = fam.match(p, trace_ops(p))
-    takers = [r for r in fam.renderers if r.language == "triton" and r.accepts(b) and r.variants()[0].get("persistent")]
+"""
+
+_PERSISTENT_GEMM_SCRIPT = _GEMM_SCRIPT_HEAD + r"""    takers = [r for r in fam.renderers if r.language == "triton" and r.accepts(b) and r.variants()[0].get("persistent")]
     ok[name] = {"offered": len(takers)}
     for r in takers:
         # each tile, and K forced into 3 slices (off CUDA "auto" never splits: one "SM")
@@ -377,22 +380,7 @@ def test_the_gemm_templates_persistent_kernel_serves_calls_of_many_rows_and_matc
                                      "subtile=True split=3": ["gemm_split"]}, result
 
 
-_GEMM_CHOICE_SCRIPT = r"""
-import json, sys, torch, pathlib, tempfile
-sys.path.insert(0, sys.argv[1])
-from tests.offline_problems import write_problem, run_solution_here
-from agents.offline.templates import FAMILIES, build_solution
-from agents.offline.graph import trace_ops
-from sol_bench.inputs import make_inputs, output_specs
-from sol_bench.problem import load_problem
-from sol_bench.reference import load_reference
-root = pathlib.Path(tempfile.mkdtemp())
-fam = next(f for f in FAMILIES if f.name == "gemm")
-ok = {}
-for name in json.loads(sys.argv[2]):
-    p = load_problem(write_problem(root, name))
-    [b] = fam.match(p, trace_ops(p))
-    [r] = [r for r in fam.renderers if r.language == "triton" and r.accepts(b) and r.variants()[0].get("persistent")]
+_GEMM_CHOICE_SCRIPT = _GEMM_SCRIPT_HEAD + r"""    [r] = [r for r in fam.renderers if r.language == "triton" and r.accepts(b) and r.variants()[0].get("persistent")]
     ref = load_reference(p.definition)
     w = p.workloads[0]
     ins = make_inputs(p.definition, w, "cpu", seed=1)
