@@ -52,6 +52,11 @@ SYNTHETIC = {
                     {"y": (["M", "N"], "float16")},
                     "import torch\nimport torch.nn.functional as F\n\ndef run(x, w, b):\n"
                     "    return F.linear(x, w, b)\n", {"M": 70}),
+    "linear_tanh_rows": ({"M": {"type": "var"}, "K": {"type": "const", "value": 64}, "N": {"type": "const", "value": 24}},
+                         {"x": (["M", "K"], "float32"), "w": (["N", "K"], "float32")},
+                         {"y": (["M", "N"], "float32")},
+                         "import torch\nimport torch.nn.functional as F\n\ndef run(x, w):\n"
+                         "    return torch.tanh(F.linear(x, w))\n", {"M": 66}),
     "linear_decode": ({"M": {"type": "var"}, "K": {"type": "const", "value": 256}, "N": {"type": "const", "value": 40}},
                       {"x": (["M", "K"], "bfloat16"), "w": (["N", "K"], "bfloat16"), "b": (["N"], "bfloat16")},
                       {"y": (["M", "N"], "bfloat16")},
@@ -104,7 +109,7 @@ SYNTHETIC = {
 }  # fmt: skip
 EXPECTED_FAMILY = {"softmax_t": "softmax", "layernorm_t": "layernorm", "swiglu_halves": "elementwise",
                    "gelu_tanh_plain": "elementwise",
-                   "linear_relu": "gemm", "linear_gelu_rows": "gemm", "linear_rows": "gemm", "linear_decode": "gemm", "attn": "attention", "mlp_gelu": "mlp",
+                   "linear_relu": "gemm", "linear_gelu_rows": "gemm", "linear_rows": "gemm", "linear_tanh_rows": "gemm", "linear_decode": "gemm", "attn": "attention", "mlp_gelu": "mlp",
                    "mlp_relu_nobias": "mlp", "mha_block": "mha", "mha_block_biased": "mha"}  # fmt: skip
 
 

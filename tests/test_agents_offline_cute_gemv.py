@@ -132,7 +132,7 @@ def _render(tmp_path: Path, act: str | None, bias: bool, threads: int) -> str:
 
 def test_each_row_of_a_reads_the_weight_once_in_16_byte_vectors(tmp_path):
     shapes = [(1, 4096, 4096, "gelu", True, 128), (4, 3584, 512, None, False, 256), (16, 8192, 1024, "relu", True, 128),
-              (2, 65536, 64, "silu", False, 128)]  # fmt: skip
+              (2, 65536, 64, "silu", False, 128), (3, 1024, 96, "tanh", True, 128)]  # fmt: skip
     jobs = [{"path": _render(tmp_path, act, bias, th), "m": m, "k": k, "n": n, "vectorised": True}
             for m, k, n, act, bias, th in shapes]  # fmt: skip
     for (m, k, _, _, bias, th), f in zip(shapes, _compile(jobs, tmp_path), strict=True):
@@ -150,7 +150,7 @@ def test_unaligned_rows_take_element_loads(tmp_path):
     assert f["entries"] == 1 and f["ld_v4"] == 0 and f["ld_b16"] == 3 * -(-1000 // 128), f
 
 
-@pytest.mark.parametrize("act", [None, "relu", "gelu", "silu"])
+@pytest.mark.parametrize("act", [None, "relu", "gelu", "silu", "tanh"])
 def test_calls_of_more_rows_than_the_gemv_takes_compute_what_the_reference_does(tmp_path, act):
     import torch
 
@@ -163,7 +163,7 @@ def test_calls_of_more_rows_than_the_gemv_takes_compute_what_the_reference_does(
     mod._gemv(a, w, bias, y)
     want = torch.nn.functional.linear(a, w, bias)
     want = {None: want, "relu": torch.relu(want), "gelu": torch.nn.functional.gelu(want),
-            "silu": torch.nn.functional.silu(want)}[act]  # fmt: skip
+            "silu": torch.nn.functional.silu(want), "tanh": torch.tanh(want)}[act]  # fmt: skip
     assert torch.equal(y, want)
 
 

@@ -38,6 +38,7 @@ template <int ACT> static inline float act_f(float v) {
   if (ACT == 1) return v > 0.f ? v : 0.f;
   if (ACT == 2) return 0.5f * v * (1.f + std::erf(v * 0.7071067811865476f));
   if (ACT == 3) return v / (1.f + std::exp(-v));
+  if (ACT == 4) return std::tanh(v);
   return v;
 }
 static inline void __threadfence() {}
@@ -76,7 +77,7 @@ extern "C" void emulate(int threads, int maxm, int vpl, int act, const void* a, 
   if (threads == T && maxm == R && vpl == V && act == A) { \
     if (bp) grid<T, R, V, true, A>(ap, wp, bp, yp, ws, arrivals, M, N, K, reverse); \
     else grid<T, R, V, false, A>(ap, wp, bp, yp, ws, arrivals, M, N, K, reverse); }
-  CASE(128, 1, 1, 0) CASE(256, 4, 2, 2) CASE(128, 8, 8, 1) CASE(128, 4, 2, 3) CASE(128, 8, 8, 0) CASE(512, 1, 1, 0)
+  CASE(128, 1, 1, 0) CASE(256, 4, 2, 2) CASE(128, 8, 8, 1) CASE(128, 4, 2, 3) CASE(128, 4, 2, 4) CASE(128, 8, 8, 0) CASE(512, 1, 1, 0)
 }
 """
 
@@ -95,7 +96,7 @@ def host_kernel(tmp_path_factory):
                         tmp_path_factory.mktemp("gemv_split_emulation"), "gemv_split")  # fmt: skip
 
 
-_ACTS = {0: lambda v: v, 1: torch.relu, 2: torch.nn.functional.gelu, 3: torch.nn.functional.silu}
+_ACTS = {0: lambda v: v, 1: torch.relu, 2: torch.nn.functional.gelu, 3: torch.nn.functional.silu, 4: torch.tanh}
 
 
 @pytest.mark.parametrize(
@@ -105,6 +106,7 @@ _ACTS = {0: lambda v: v, 1: torch.relu, 2: torch.nn.functional.gelu, 3: torch.nn
         (3, 7, 3584, 256, 2, True, 1),  # linear_bias's K: 1.75 vectors a lane, the last lanes masked
         (11, 6, 16384, 128, 1, True, 2),  # two blocks of rows (8 + 3), two slices a column
         (2, 9, 2000, 128, 3, False, 1),  # a ragged last vector step
+        (2, 9, 2000, 128, 4, True, 1),  # tanh
         (8, 4, 9000, 128, 0, True, 2),  # the second slice 808 elements long: some lanes load nothing
         (1, 3, 4096, 512, 0, False, 1),
         (5, 4, 20000, 128, 0, False, 3),  # three slices: only the last arrival may add them up

@@ -430,7 +430,7 @@ def test_the_gemm_templates_persistent_candidate_runs_the_way_measured_fastest_p
     pytest.importorskip("triton.tools.tensor_descriptor")
     from triton_interp import run_interpreted
 
-    result = run_interpreted(_GEMM_CHOICE_SCRIPT, ["linear_rows", "linear_gelu_rows"], timeout_s=300)
+    result = run_interpreted(_GEMM_CHOICE_SCRIPT, ["linear_rows", "linear_gelu_rows", "linear_tanh_rows"], timeout_s=300)
     kernel_of = {"tiled": ["_gemm_launch"], "persistent": ["gemm_persistent"], "split": ["gemm_split"], "default": []}
     for case, seen in result.items():
         assert seen["shipped"] == ["kernel.py", "solforge_way.py"], case

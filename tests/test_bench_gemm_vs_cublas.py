@@ -143,7 +143,7 @@ def test_a_shape_is_timed_against_cublas_on_the_gpu(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("subtile,warp_specialize,act", [(True, False, "none"), (False, False, "gelu"),
-                                                         (True, True, "silu")])
+                                                         (True, True, "silu"), (False, False, "tanh")])
 def test_the_persistent_gemm_compiles_for_sm90_to_tensor_cores_fed_by_the_copy_engine(tmp_path, monkeypatch,
                                                                                        subtile, warp_specialize, act):
     pytest.importorskip("triton")
@@ -158,7 +158,7 @@ def test_the_persistent_gemm_compiles_for_sm90_to_tensor_cores_fed_by_the_copy_e
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
     # the epilogue is compiled in only where asked: a bias read and the activation's math
     assert ("ld.global" in ptx) == (act != "none")
-    assert ("ex2.approx" in ptx) == (act in ("silu", "gelu"))
+    assert ("ex2.approx" in ptx) == (act in ("silu", "gelu", "tanh"))
 
 
 def test_the_cuda_gemv_is_offered_at_decode_rows_of_a_stored_weight_only(monkeypatch):

@@ -33,7 +33,7 @@ _CUDA_GEMV_SPLIT_KERNEL = kernel_source("gemv_split.cu")
 
 _CUDA_GEMV_SPLIT_HOST = kernel_source("gemv_split_host.cu")
 
-_ACT_CODE = {None: 0, "relu": 1, "gelu": 2, "silu": 3}
+_ACT_CODE = {None: 0, "relu": 1, "gelu": 2, "silu": 3, "tanh": 4}
 
 
 def render_gemm_cuda(problem: Problem, b: Binding, p: Mapping[str, Any]) -> dict[str, str]:

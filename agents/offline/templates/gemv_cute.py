@@ -1,4 +1,4 @@
-"""GEMV in CuTe DSL for decode-shaped GEMMs with an epilogue (bias, relu / gelu / silu), the family's second
+"""GEMV in CuTe DSL for decode-shaped GEMMs with an epilogue (bias, relu / gelu / silu / tanh), the family's second
 kernel language beside the CUDA C++ GEMV of ``gemv_cuda.py``.
 
 ``kernels/gemv_cute.py``: one CTA per output column; each thread loads its whole share of the weight row in
@@ -19,7 +19,7 @@ from .gemv_cuda import SMALL_M
 
 _FILE = "gemv_cute.py"
 _KERNEL = kernel_source(_FILE)
-_ACT_CODE = {None: 0, "relu": 1, "gelu": 2, "silu": 3}
+_ACT_CODE = {None: 0, "relu": 1, "gelu": 2, "silu": 3, "tanh": 4}
 
 
 def some_decode_shaped(b: Binding) -> bool:

@@ -1,6 +1,6 @@
 """GEMM with an epilogue (bias, activation); attention lives in attention.py.
 
-Reference shape (GEMM): ops {mm|addmm|matmul, t/permute, casts, add, relu|gelu|silu}; inputs a [..., K],
+Reference shape (GEMM): ops {mm|addmm|matmul, t/permute, casts, add, relu|gelu|silu|tanh}; inputs a [..., K],
 b [N, K] (linear weight) or [K, N], optional bias [N]; output [..., N].
 Triton: the tiled GEMM of ``triton_gemm.py``; launcher: grid = cdiv(M, BM) * cdiv(N, BN). Where some workload
 has more than ``PERSISTENT_MIN_M`` rows against a weight as stored, also the persistent kernel of
@@ -27,9 +27,9 @@ from .triton_gemm import BIAS_EPILOGUE, FIT_TILES, TMA_DESCRIPTORS, triton_gemm_
 
 __all__ = ["FIT_TILES", "GEMM", "SMALL_M", "_CUDA_GEMV_SPLIT_KERNEL", "match_gemm"]
 
-_GEMM_OPS = {"mm", "addmm", "matmul", "t", "permute", "transpose", "_to_copy", "add", "relu", "gelu", "silu",
+_GEMM_OPS = {"mm", "addmm", "matmul", "t", "permute", "transpose", "_to_copy", "add", "relu", "gelu", "silu", "tanh",
              "view", "_unsafe_view", "expand", "clone", "reshape", "linear", "contiguous"}  # fmt: skip
-_ACTS = ("relu", "gelu", "silu")
+_ACTS = ("relu", "gelu", "silu", "tanh")
 PERSISTENT_MIN_M = 64  # fewer rows leave most of a persistent grid's programs without a tile
 # the tiled kernel's tile where the persistent one cannot run (BM, BN, BK, num_warps, num_stages)
 _FALLBACK_TILE = (64, 128, 64, 4, 4)
@@ -85,7 +85,8 @@ def _out(problem: Problem) -> str:
 
 
 def _torch_act(lin: str, act: str | None) -> str:
-    return {None: lin, "relu": f"F.relu({lin})", "gelu": f"F.gelu({lin})", "silu": f"F.silu({lin})"}[act]
+    return {None: lin, "relu": f"F.relu({lin})", "gelu": f"F.gelu({lin})", "silu": f"F.silu({lin})",
+            "tanh": f"torch.tanh({lin})"}[act]
 
 
 def render_gemm_pytorch(problem: Problem, b: Binding, p: Mapping[str, Any]) -> str:
@@ -142,7 +143,7 @@ def _tiled(a2, w, bias, out):
     c2 = {y}.view(-1, {y}.shape[-1])
     if c2.shape[0] == 0 or c2.shape[1] == 0:
         return
-    {"_gemm_chosen(a2, " + w + ", " + (bias or "None") + ", c2)" if head else "_tiled(a2, " + w + ", " + (bias or "None") + ", c2)"}
+    {"_gemm_chosen" if head else "_tiled"}(a2, {w}, {bias or "None"}, c2)
 """
     if not head:
         return src

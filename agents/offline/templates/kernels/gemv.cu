@@ -9,6 +9,7 @@ template <int ACT> __device__ __forceinline__ float act_f(float v) {
   if (ACT == 1) return fmaxf(v, 0.f);
   if (ACT == 2) return 0.5f * v * (1.f + erff(v * 0.7071067811865476f));
   if (ACT == 3) return v / (1.f + __expf(-v));
+  if (ACT == 4) return tanhf(v);
   return v;
 }
 // y[m, n] = act(sum_k a[m, k] w[n, k] + bias[n]) for rows m0 .. m0 + MAXM of a; KSPLIT warps per column n,

@@ -5,7 +5,7 @@ import torch
 from cutlass.cute.runtime import from_dlpack
 
 # What the renderer sets (one line each, replaced whole): threads per CTA (one CTA per output column), whether a
-# bias is added, and the activation after it (0 none, 1 relu, 2 exact gelu, 3 silu).
+# bias is added, and the activation after it (0 none, 1 relu, 2 exact gelu, 3 silu, 4 tanh).
 THREADS = 128
 HAS_BIAS = False
 ACT = 0
@@ -83,6 +83,8 @@ def _gemv_kernel(
                     acc * cutlass.Float32(0.7071067811865476)))
             if cutlass.const_expr(ACT == 3):
                 acc = acc / (cutlass.Float32(1.0) + cute.math.exp(-acc, fastmath=False))
+            if cutlass.const_expr(ACT == 4):
+                acc = cute.math.tanh(acc, fastmath=False)
             gY[r, col] = acc.to(gY.element_type)
 
 
@@ -129,7 +131,7 @@ _compiled = {}
 def _torch_linear(a: torch.Tensor, w: torch.Tensor, bias, y: torch.Tensor) -> None:
     """What the reference computes (cuBLAS, then the activation on the rounded product), for calls of many rows."""
     out = torch.nn.functional.linear(a, w, bias if HAS_BIAS else None)
-    act = {0: None, 1: torch.relu, 2: torch.nn.functional.gelu, 3: torch.nn.functional.silu}[ACT]
+    act = {0: None, 1: torch.relu, 2: torch.nn.functional.gelu, 3: torch.nn.functional.silu, 4: torch.tanh}[ACT]
     y.copy_(out if act is None else act(out))
 
 
