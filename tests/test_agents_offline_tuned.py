@@ -146,6 +146,8 @@ def test_agrees_counts_every_chunk_of_a_large_output(monkeypatch):
     got = want[0].clone()
     got.view(-1)[9] += 1.0
     assert "90.0000% within" in agrees([got], want, Tolerance(0.0, 0.0, 1.0))
+    # the output that disagrees is named by its place among the outputs, not by a chunk's offset
+    assert agrees([want[0].clone(), got], [want[0], want[0]], Tolerance(0.0, 0.0, 1.0)).startswith("output 1:")
     assert agrees([got], want, Tolerance(0.0, 0.0, 0.9)) is None
     assert agrees([want[0].clone()], want, Tolerance(0.0, 0.0, 1.0)) is None
 

@@ -71,8 +71,8 @@ def agrees(got: Sequence[torch.Tensor], want: Sequence[torch.Tensor], tol: Toler
         if g.numel() == 0:
             continue
         g_flat, w_flat, close = g.reshape(-1), w.reshape(-1), 0
-        for i in range(0, g_flat.numel(), AGREE_CHUNK):  # in chunks: float64 copies of a whole output can be GiBs
-            close += int(torch.isclose(g_flat[i : i + AGREE_CHUNK].double(), w_flat[i : i + AGREE_CHUNK].double(),
+        for at in range(0, g_flat.numel(), AGREE_CHUNK):  # in chunks: float64 copies of a whole output can be GiBs
+            close += int(torch.isclose(g_flat[at : at + AGREE_CHUNK].double(), w_flat[at : at + AGREE_CHUNK].double(),
                                        rtol=tol.rtol, atol=tol.atol, equal_nan=True).sum())
         share = close / g_flat.numel()  # exact; a CUDA mean (sum times 1/N) can miss 1.0
         if share < tol.matched:
