@@ -191,8 +191,8 @@ def gemm_module(directory: Path) -> ModuleType:
     """The Triton GEMM template (no epilogue) rendered into ``directory/triton_gemm_bench.py`` and imported:
     ``gemm(a, b, bm, bn, bk, group, num_warps, num_stages) -> a @ b`` (a file, as Triton reads kernels' source),
     ``gemm_tma(a, w, ...) -> a @ w.t()``, its tensor-descriptor form, for a weight ``w`` [N, K] as stored, and
-    ``gemm_persistent(a, w, ..., subtile, warp_specialize)``, the persistent kernel (``kernels/gemm_persistent.py``), and
-    ``split_for``/``gemm_split``, the GEMM family's split-K launch (``kernels/gemm_split_host.py``)."""
+    ``gemm_persistent(a, w, ..., subtile, warp_specialize)``, the persistent kernel (``kernels/gemm_persistent.py``),
+    and ``split_for``/``gemm_split``, the GEMM family's split-K launch (``kernels/gemm_split_host.py``)."""
     path = directory / "triton_gemm_bench.py"
     path.write_text(GEMM_SOURCE.format(kernel=triton_gemm_kernel("_gemm", []), launcher=triton_launcher(),
                                        tma_kernel=triton_gemm_kernel("_gemm_tma", [], tma=True),

@@ -412,9 +412,10 @@ _GEMM_CHOICE_SCRIPT = _GEMM_SCRIPT_HEAD + r"""    [r] = [r for r in fam.renderer
             runs = []
             for _ in range(2):  # the second call of the shape takes the remembered way, measuring nothing
                 launched.clear()
-                y = torch.full(output_specs(p.definition, w)["y"][0], float("nan"), dtype=want.dtype).to(ins["x"].dtype)
+                y = torch.full(output_specs(p.definition, w)["y"][0], float("nan"), dtype=ins["x"].dtype)
                 module.run(*ins.values(), y)
-                runs.append({"launched": list(launched), "right": bool(torch.allclose(y.float(), want, atol=2e-2, rtol=2e-2))})
+                right = bool(torch.allclose(y.float(), want, atol=2e-2, rtol=2e-2))
+                runs.append({"launched": list(launched), "right": right})
             seen[forced] = {"asked": asked, "runs": runs}
         ok[f"{name} split={split}"] = seen
 print("RESULT", json.dumps(ok))
@@ -430,7 +431,8 @@ def test_the_gemm_templates_persistent_candidate_runs_the_way_measured_fastest_p
     pytest.importorskip("triton.tools.tensor_descriptor")
     from triton_interp import run_interpreted
 
-    result = run_interpreted(_GEMM_CHOICE_SCRIPT, ["linear_rows", "linear_gelu_rows", "linear_tanh_rows"], timeout_s=300)
+    names = ["linear_rows", "linear_gelu_rows", "linear_tanh_rows"]
+    result = run_interpreted(_GEMM_CHOICE_SCRIPT, names, timeout_s=300)
     kernel_of = {"tiled": ["_gemm_launch"], "persistent": ["gemm_persistent"], "split": ["gemm_split"], "default": []}
     for case, seen in result.items():
         assert seen["shipped"] == ["kernel.py", "solforge_way.py"], case
